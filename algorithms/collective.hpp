@@ -1,0 +1,24 @@
+// What a builder is asked to plan: one collective call as seen by one rank.
+#pragma once
+
+#include <cstddef>
+
+namespace nnpccl {
+
+enum class Collective { Allreduce, ReduceScatter, Allgather, Broadcast, Reduce, Barrier };
+
+const char *collective_name(Collective c);
+
+struct CollectiveArgs {
+    Collective collective = Collective::Allreduce;
+    // Elements: allreduce/broadcast/reduce the buffer; reduce-scatter the
+    // per-rank block (recvcount); allgather the per-rank block (sendcount).
+    size_t count = 0;
+    int root = -1;
+    bool in_place = false;
+    int rank = 0;
+    int nranks = 1;
+    size_t chunk_elems = 1; // the most elements one message may carry
+};
+
+} // namespace nnpccl

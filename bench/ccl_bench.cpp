@@ -1,0 +1,472 @@
+// ccl-bench: measures nnpccl's collectives the way nccl-tests measures
+// NCCL, with the same flags and the same table, so existing habits and
+// parsers work. Run `ccl-bench --help`.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check_data.hpp"
+#include "config.hpp"
+#include "dtype.hpp"
+#include "local_launch.hpp"
+#include "nnpccl.h"
+
+namespace {
+
+enum class Coll { Allreduce, ReduceScatter, Allgather, Broadcast, Reduce };
+
+struct CollInfo {
+    const char *name;
+    Coll coll;
+    bool reduces;
+    bool rooted;
+};
+
+const CollInfo kColls[] = {
+    {"allreduce", Coll::Allreduce, true, false},     {"reduce_scatter", Coll::ReduceScatter, true, false},
+    {"allgather", Coll::Allgather, false, false},    {"broadcast", Coll::Broadcast, false, true},
+    {"reduce", Coll::Reduce, true, true},
+};
+
+struct Options {
+    const CollInfo *coll = nullptr;
+    size_t min_bytes = 32 << 20;
+    size_t max_bytes = 32 << 20;
+    size_t step_factor = 1;
+    size_t step_bytes = 0; // -i: linear steps instead of a factor
+    int iters = 20;
+    int warmup = 5;
+    int check = 1;
+    nnpccl_datatype_t dt = NNPCCL_FLOAT32;
+    nnpccl_redop_t op = NNPCCL_SUM;
+    int root = 0;
+    int np = 0;
+    std::string json_path;
+};
+
+const char kUsage[] =
+    "usage: ccl-bench COLLECTIVE [options]\n"
+    "  COLLECTIVE      allreduce | reduce_scatter | allgather | broadcast | reduce\n"
+    "  -b, --minbytes  smallest size in bytes (K, M, G suffixes), default 32M\n"
+    "  -e, --maxbytes  largest size, default 32M\n"
+    "  -f, --stepfactor  multiply the size by this each step, default 1 (2 when -e > -b)\n"
+    "  -i, --stepbytes  add this many bytes each step instead\n"
+    "  -n, --iters     timed iterations per size, default 20\n"
+    "  -w, --warmup_iters  untimed iterations first, default 5\n"
+    "  -c, --check     1: verify every result bit for bit (default), 0: do not\n"
+    "  -d, --datatype  int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
+    "  -o, --op        sum prod min max avg\n"
+    "  -r, --root      root rank of broadcast and reduce, default 0\n"
+    "  -J, --output_file  also write the results as JSON to this file\n"
+    "  --np N          start N ranks on this host; without it the launcher's environment\n"
+    "                  (mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used\n"
+    "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
+    "2(n-1)/n for allreduce, (n-1)/n for reduce_scatter and allgather, 1 otherwise.\n";
+
+[[noreturn]] void usage_error(const std::string &why) {
+    std::fprintf(stderr, "ccl-bench: %s\n%s", why.c_str(), kUsage);
+    std::exit(2);
+}
+
+size_t parse_size_arg(const char *flag, const char *text) {
+    auto v = nnpccl::parse_size(text);
+    if (!v) usage_error(std::string(flag) + " " + text + " is not a size");
+    return *v;
+}
+
+int parse_int_arg(const char *flag, const char *text, int min) {
+    char *end = nullptr;
+    long v = std::strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || v < min || v > 1 << 30)
+        usage_error(std::string(flag) + " " + text + " is not a whole number >= " + std::to_string(min));
+    return static_cast<int>(v);
+}
+
+Options parse_options(int argc, char **argv) {
+    Options o;
+    bool factor_given = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        }
+        auto next = [&]() -> const char * {
+            if (i + 1 >= argc) usage_error(a + " needs a value");
+            return argv[++i];
+        };
+        if (a[0] != '-') {
+            if (o.coll != nullptr) usage_error("unexpected argument '" + a + "'");
+            for (const CollInfo &c : kColls)
+                if (a == c.name) o.coll = &c;
+            if (o.coll == nullptr) usage_error("unknown collective '" + a + "'");
+        } else if (a == "-b" || a == "--minbytes") o.min_bytes = parse_size_arg("-b", next());
+        else if (a == "-e" || a == "--maxbytes") o.max_bytes = parse_size_arg("-e", next());
+        else if (a == "-f" || a == "--stepfactor") {
+            o.step_factor = static_cast<size_t>(parse_int_arg("-f", next(), 1));
+            factor_given = true;
+        } else if (a == "-i" || a == "--stepbytes") o.step_bytes = parse_size_arg("-i", next());
+        else if (a == "-n" || a == "--iters") o.iters = parse_int_arg("-n", next(), 1);
+        else if (a == "-w" || a == "--warmup_iters") o.warmup = parse_int_arg("-w", next(), 0);
+        else if (a == "-c" || a == "--check") o.check = parse_int_arg("-c", next(), 0) != 0;
+        else if (a == "-d" || a == "--datatype") {
+            const char *v = next();
+            if (!nnpccl::parse_datatype(v, &o.dt)) usage_error(std::string("unknown datatype '") + v + "'");
+        } else if (a == "-o" || a == "--op") {
+            const char *v = next();
+            if (!nnpccl::parse_redop(v, &o.op)) usage_error(std::string("unknown op '") + v + "'");
+        } else if (a == "-r" || a == "--root") o.root = parse_int_arg("-r", next(), 0);
+        else if (a == "-J" || a == "--output_file") o.json_path = next();
+        else if (a == "--np") o.np = parse_int_arg("--np", next(), 1);
+        else usage_error("unknown option '" + a + "'");
+    }
+    if (o.coll == nullptr) usage_error("name a collective");
+    if (o.max_bytes < o.min_bytes) usage_error("-e is smaller than -b");
+    if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
+    return o;
+}
+
+// Page-aligned memory with a guard zone after `bytes`, to catch writes past the end.
+constexpr size_t kGuardBytes = 4096;
+constexpr unsigned char kGuardByte = 0xa5;
+
+struct GuardedBuffer {
+    unsigned char *data = nullptr;
+    size_t bytes = 0;
+    explicit GuardedBuffer(size_t n) : bytes(n) {
+        void *p = mmap(nullptr, n + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            std::perror("ccl-bench: mmap");
+            std::exit(2);
+        }
+        data = static_cast<unsigned char *>(p);
+    }
+    ~GuardedBuffer() { munmap(data, bytes + kGuardBytes); }
+    // Guard everything from `used` bytes on.
+    void arm(size_t used) { std::memset(data + used, kGuardByte, bytes + kGuardBytes - used); }
+    size_t damaged(size_t used) const {
+        size_t n = 0;
+        for (size_t i = used; i < bytes + kGuardBytes; ++i) n += data[i] != kGuardByte;
+        return n;
+    }
+};
+
+struct Result {
+    double time_us = 0;
+    double algbw = 0;
+    double busbw = 0;
+    uint64_t wrong = 0;
+    uint64_t out_of_bounds = 0;
+};
+
+// nccl-tests's number formatting: as many decimals as the width allows.
+std::string fmt_num(double v, int width) {
+    char buf[32];
+    int power = 0;
+    for (double p = 1; v >= p && power < 30; p *= 10) ++power;
+    if (power < width - 2) std::snprintf(buf, sizeof buf, "%*.2f", width, v);
+    else if (power < width - 1) std::snprintf(buf, sizeof buf, "%*.1f", width, v);
+    else if (power < width + 1) std::snprintf(buf, sizeof buf, "%*.0f", width, v);
+    else std::snprintf(buf, sizeof buf, "%*.1e", width, v);
+    return buf;
+}
+
+class Bench {
+public:
+    Bench(const Options &o, nnpccl_comm_t comm, int rank, int nranks)
+        : o_(o), comm_(comm), rank_(rank), nranks_(nranks), elem_(nnpccl::datatype_size(o.dt)) {}
+    int run();
+
+private:
+    // Element counts of one call: the whole buffer (`total`) and the per-rank block.
+    size_t block(size_t total) const {
+        return (o_.coll->coll == Coll::ReduceScatter || o_.coll->coll == Coll::Allgather)
+                   ? total / static_cast<size_t>(nranks_)
+                   : total;
+    }
+    size_t send_elems(size_t total) const { return o_.coll->coll == Coll::Allgather ? block(total) : total; }
+    size_t recv_elems(size_t total) const { return o_.coll->coll == Coll::ReduceScatter ? block(total) : total; }
+    nnpccl_result_t call(const void *send, void *recv, size_t total);
+    void prepare(size_t total, bool in_place, const void **send, void **recv);
+    uint64_t verify(size_t total, bool in_place, const void *recv, uint64_t *oob);
+    Result measure(size_t total, bool in_place);
+    double sum_over_ranks(double v);
+    void fail(const char *what, nnpccl_result_t rc);
+
+    const Options &o_;
+    nnpccl_comm_t comm_;
+    int rank_, nranks_;
+    size_t elem_;
+    GuardedBuffer *send_buf_ = nullptr;
+    GuardedBuffer *recv_buf_ = nullptr;
+};
+
+void Bench::fail(const char *what, nnpccl_result_t rc) {
+    std::fprintf(stderr, "ccl-bench: rank %d: %s failed: %s: %s\n", rank_, what, nnpccl_get_error_string(rc),
+                 nnpccl_get_last_error(comm_));
+    std::fflush(stderr);
+    nnpccl_comm_abort(comm_);
+    std::exit(1);
+}
+
+nnpccl_result_t Bench::call(const void *send, void *recv, size_t total) {
+    size_t b = block(total);
+    switch (o_.coll->coll) {
+    case Coll::Allreduce: return nnpccl_allreduce(send, recv, total, o_.dt, o_.op, comm_);
+    case Coll::ReduceScatter: return nnpccl_reduce_scatter(send, recv, b, o_.dt, o_.op, comm_);
+    case Coll::Allgather: return nnpccl_allgather(send, recv, b, o_.dt, comm_);
+    case Coll::Broadcast: return nnpccl_broadcast(send, recv, total, o_.dt, o_.root, comm_);
+    case Coll::Reduce: return nnpccl_reduce(send, recv, total, o_.dt, o_.op, o_.root, comm_);
+    }
+    return NNPCCL_ERR_INTERNAL;
+}
+
+// Fills the inputs (and guards) and returns the pointers for the call.
+void Bench::prepare(size_t total, bool in_place, const void **send, void **recv) {
+    using nnpccl_check::input_pattern;
+    const nnpccl_redop_t pattern_op = o_.coll->reduces ? o_.op : NNPCCL_SUM;
+    nnpccl_check::Pattern mine = input_pattern(o_.dt, pattern_op, rank_);
+    const size_t b = block(total);
+    unsigned char *recv_base = recv_buf_->data;
+    recv_buf_->arm(0);
+    if (!in_place) {
+        send_buf_->arm(send_elems(total) * elem_);
+        *send = send_buf_->data;
+        *recv = recv_base;
+        // Allgather's block of rank r holds elements r*b.. of r's pattern, so
+        // the gathered buffer reads as each rank's pattern in place.
+        size_t first = o_.coll->coll == Coll::Allgather ? static_cast<size_t>(rank_) * b : 0;
+        mine.fill(send_buf_->data, first, send_elems(total));
+        return;
+    }
+    // In place: one buffer, laid out as NCCL's pointer rules say.
+    switch (o_.coll->coll) {
+    case Coll::Allreduce:
+    case Coll::Broadcast:
+    case Coll::Reduce:
+        mine.fill(recv_base, 0, total);
+        recv_buf_->arm(total * elem_);
+        *send = *recv = recv_base;
+        break;
+    case Coll::ReduceScatter:
+        mine.fill(recv_base, 0, total);
+        recv_buf_->arm(total * elem_);
+        *send = recv_base;
+        *recv = recv_base + static_cast<size_t>(rank_) * b * elem_;
+        break;
+    case Coll::Allgather:
+        recv_buf_->arm(0);
+        mine.fill(recv_base + static_cast<size_t>(rank_) * b * elem_, static_cast<size_t>(rank_) * b, b);
+        recv_buf_->arm(total * elem_);
+        *recv = recv_base;
+        *send = recv_base + static_cast<size_t>(rank_) * b * elem_;
+        break;
+    }
+}
+
+uint64_t Bench::verify(size_t total, bool in_place, const void *recv, uint64_t *oob) {
+    using namespace nnpccl_check;
+    const size_t b = block(total);
+    const auto *out = static_cast<const unsigned char *>(recv);
+    uint64_t wrong = 0;
+    size_t used = in_place ? total * elem_ : recv_elems(total) * elem_;
+    switch (o_.coll->coll) {
+    case Coll::Allreduce: wrong = reduced_pattern(o_.dt, o_.op, nranks_).count_wrong(out, 0, total); break;
+    case Coll::ReduceScatter:
+        wrong = reduced_pattern(o_.dt, o_.op, nranks_).count_wrong(out, static_cast<size_t>(rank_) * b, b);
+        if (!in_place) used = b * elem_;
+        break;
+    case Coll::Allgather:
+        for (int r = 0; r < nranks_; ++r)
+            wrong += input_pattern(o_.dt, NNPCCL_SUM, r)
+                         .count_wrong(out + static_cast<size_t>(r) * b * elem_, static_cast<size_t>(r) * b, b);
+        break;
+    case Coll::Broadcast: wrong = input_pattern(o_.dt, NNPCCL_SUM, o_.root).count_wrong(out, 0, total); break;
+    case Coll::Reduce:
+        if (rank_ == o_.root) wrong = reduced_pattern(o_.dt, o_.op, nranks_).count_wrong(out, 0, total);
+        else if (!in_place) used = 0; // recvbuf is not written off the root
+        break;
+    }
+    *oob = recv_buf_->damaged(used);
+    return wrong;
+}
+
+double Bench::sum_over_ranks(double v) {
+    double out = 0;
+    nnpccl_result_t rc = nnpccl_allreduce(&v, &out, 1, NNPCCL_FLOAT64, NNPCCL_SUM, comm_);
+    if (rc != NNPCCL_SUCCESS) fail("allreduce of the results", rc);
+    return out;
+}
+
+Result Bench::measure(size_t total, bool in_place) {
+    Result res;
+    const void *send = nullptr;
+    void *recv = nullptr;
+    prepare(total, in_place, &send, &recv);
+    for (int i = 0; i < o_.warmup; ++i)
+        if (nnpccl_result_t rc = call(send, recv, total); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    if (nnpccl_result_t rc = nnpccl_barrier(comm_); rc != NNPCCL_SUCCESS) fail("barrier", rc);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i)
+        if (nnpccl_result_t rc = call(send, recv, total); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o_.iters;
+    seconds = sum_over_ranks(seconds) / nranks_;
+    res.time_us = seconds * 1e6;
+    const double bytes = static_cast<double>(total * elem_);
+    res.algbw = seconds > 0 ? bytes / seconds / 1e9 : 0;
+    double factor = 1;
+    if (o_.coll->coll == Coll::Allreduce) factor = 2.0 * (nranks_ - 1) / nranks_;
+    if (o_.coll->coll == Coll::ReduceScatter || o_.coll->coll == Coll::Allgather)
+        factor = static_cast<double>(nranks_ - 1) / nranks_;
+    res.busbw = res.algbw * factor;
+    if (o_.check) {
+        prepare(total, in_place, &send, &recv);
+        if (nnpccl_result_t rc = call(send, recv, total); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+        uint64_t oob = 0;
+        uint64_t wrong = verify(total, in_place, recv, &oob);
+        res.wrong = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(wrong)));
+        res.out_of_bounds = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(oob)));
+    }
+    return res;
+}
+
+int Bench::run() {
+    // Every size of the sweep, rounded down to whole elements (and whole blocks).
+    std::vector<size_t> totals;
+    const size_t unit = elem_ * ((o_.coll->coll == Coll::ReduceScatter || o_.coll->coll == Coll::Allgather)
+                                     ? static_cast<size_t>(nranks_)
+                                     : 1);
+    for (size_t bytes = o_.min_bytes; bytes <= o_.max_bytes;) {
+        totals.push_back(bytes / unit * unit / elem_);
+        size_t next = o_.step_bytes != 0 ? bytes + o_.step_bytes : bytes * o_.step_factor;
+        if (next <= bytes) break;
+        bytes = next;
+    }
+    const size_t max_total = *std::max_element(totals.begin(), totals.end());
+    GuardedBuffer send_buf(std::max<size_t>(send_elems(max_total) * elem_, elem_));
+    GuardedBuffer recv_buf(std::max<size_t>(max_total * elem_, elem_));
+    send_buf_ = &send_buf;
+    recv_buf_ = &recv_buf;
+
+    FILE *json = nullptr;
+    if (rank_ == 0) {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        std::printf("# ccl-bench %s: nnpccl %d.%d.%d, %d ranks\n", o_.coll->name, NNPCCL_MAJOR, NNPCCL_MINOR,
+                    NNPCCL_PATCH, nranks_);
+        std::printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+                    o_.min_bytes, o_.max_bytes, o_.step_bytes != 0 ? o_.step_bytes : o_.step_factor,
+                    o_.step_bytes != 0 ? "bytes" : "factor", o_.warmup, o_.iters, o_.check);
+        std::printf("#\n#  Rank  0 Pid %6d on %10s\n#\n", static_cast<int>(getpid()), host);
+        std::printf("#                                                              out-of-place                       "
+                    "in-place          \n");
+        std::printf("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   "
+                    "algbw   busbw  #wrong\n");
+        std::printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  "
+                    "(GB/s)  (GB/s)         \n");
+        if (!o_.json_path.empty()) {
+            json = std::fopen(o_.json_path.c_str(), "w");
+            if (json == nullptr) std::fprintf(stderr, "ccl-bench: cannot write %s\n", o_.json_path.c_str());
+            else std::fprintf(json, "{\"collective\":\"%s\",\"nranks\":%d,\"results\":[", o_.coll->name, nranks_);
+        }
+    }
+    double busbw_sum = 0;
+    int busbw_count = 0;
+    uint64_t wrong_total = 0, oob_total = 0;
+    bool first_row = true;
+    for (size_t total : totals) {
+        Result r[2] = {measure(total, false), measure(total, true)};
+        for (const Result &x : r) {
+            busbw_sum += x.busbw;
+            ++busbw_count;
+            wrong_total += x.wrong;
+            oob_total += x.out_of_bounds;
+        }
+        if (rank_ != 0) continue;
+        const int root = o_.coll->rooted ? o_.root : -1;
+        const char *opname = o_.coll->reduces ? nnpccl::redop_name(o_.op) : "none";
+        std::printf("%12zu  %12zu  %8s  %6s  %6d", total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
+        for (const Result &x : r) {
+            std::printf("  %7s  %6s  %6s", fmt_num(x.time_us, 7).c_str(), fmt_num(x.algbw, 6).c_str(),
+                        fmt_num(x.busbw, 6).c_str());
+            if (o_.check) std::printf("  %6" PRIu64, x.wrong);
+            else std::printf("     N/A");
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+        if (json != nullptr) {
+            std::fprintf(json, "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d", first_row ? "" : ",",
+                         total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
+            const char *names[2] = {"out_of_place", "in_place"};
+            for (int k = 0; k < 2; ++k)
+                std::fprintf(json, ",\"%s\":{\"time\":%.3f,\"alg_bw\":%.4f,\"bus_bw\":%.4f,\"nwrong\":%s}", names[k],
+                             r[k].time_us, r[k].algbw, r[k].busbw,
+                             o_.check ? std::to_string(r[k].wrong).c_str() : "null");
+            std::fprintf(json, "}");
+        }
+        first_row = false;
+    }
+    const double avg_busbw = busbw_count > 0 ? busbw_sum / busbw_count : 0;
+    if (rank_ == 0) {
+        std::printf("# Out of bounds values : %" PRIu64 " %s\n", oob_total, oob_total == 0 ? "OK" : "FAILED");
+        std::printf("# Avg bus bandwidth    : %g \n#\n", avg_busbw);
+        if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
+        if (json != nullptr) {
+            std::fprintf(json, "],\"out_of_bounds\":%" PRIu64 ",\"avg_bus_bandwidth\":%g}\n", oob_total, avg_busbw);
+            std::fclose(json);
+        }
+        std::fflush(stdout);
+    }
+    return (wrong_total != 0 || oob_total != 0) ? 1 : 0;
+}
+
+int run_rank(const Options &o, nnpccl_comm_t comm) {
+    int rank = 0, nranks = 1;
+    nnpccl_comm_rank(comm, &rank);
+    nnpccl_comm_size(comm, &nranks);
+    if (o.coll->rooted && o.root >= nranks) {
+        if (rank == 0) std::fprintf(stderr, "ccl-bench: -r %d is not a rank of %d\n", o.root, nranks);
+        nnpccl_comm_destroy(comm);
+        return 2;
+    }
+    int status = Bench(o, comm, rank, nranks).run();
+    nnpccl_result_t rc = nnpccl_comm_destroy(comm);
+    if (rc != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "ccl-bench: rank %d: destroy failed: %s\n", rank, nnpccl_get_last_error(nullptr));
+        return 1;
+    }
+    return status;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Options o = parse_options(argc, argv);
+    if (o.np > 0) {
+        return run_local_ranks(o.np, [&o](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = nullptr;
+            nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, nranks, id, rank, nullptr);
+            if (rc != NNPCCL_SUCCESS) {
+                std::fprintf(stderr, "ccl-bench: rank %d: init failed: %s\n", rank, nnpccl_get_last_error(nullptr));
+                return 1;
+            }
+            return run_rank(o, comm);
+        });
+    }
+    nnpccl_comm_t comm = nullptr;
+    nnpccl_result_t rc = nnpccl_comm_init_from_env(&comm, nullptr);
+    if (rc != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "ccl-bench: init failed: %s\n(use --np N to start N ranks on this host)\n",
+                     nnpccl_get_last_error(nullptr));
+        return 1;
+    }
+    return run_rank(o, comm);
+}

@@ -1,0 +1,149 @@
+#include "check_data.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+#include "dtype.hpp"
+
+namespace nnpccl_check {
+
+namespace {
+
+bool is_unsigned(nnpccl_datatype_t dt) {
+    return dt == NNPCCL_UINT8 || dt == NNPCCL_UINT32 || dt == NNPCCL_UINT64;
+}
+
+// The integer value of rank r's element i, before it is stored in a type.
+int64_t value(nnpccl_datatype_t dt, nnpccl_redop_t op, int r, size_t i) {
+    const int64_t rr = r, ii = static_cast<int64_t>(i % kPeriod);
+    switch (op) {
+    case NNPCCL_PROD: {
+        int64_t v = ((rr + ii) % 7 == 0) ? 2 : 1;
+        if (!is_unsigned(dt) && (rr * 3 + ii) % 11 == 0) v = -v;
+        return v;
+    }
+    case NNPCCL_MIN:
+    case NNPCCL_MAX: return (rr * 13 + ii * 7) % 61 - (is_unsigned(dt) ? 0 : 30);
+    default: return (rr * 7 + ii * 3) % 5 - (is_unsigned(dt) ? 0 : 2);
+    }
+}
+
+// Stores an exact integer (or a float computed from one) as element k of out.
+template <typename T> void put(std::vector<unsigned char> &out, size_t k, T v) {
+    std::memcpy(out.data() + k * sizeof(T), &v, sizeof(T));
+}
+
+void store_integer(nnpccl_datatype_t dt, std::vector<unsigned char> &out, size_t k, uint64_t wrapped) {
+    switch (dt) {
+    case NNPCCL_INT8:
+    case NNPCCL_UINT8: put(out, k, static_cast<uint8_t>(wrapped)); break;
+    case NNPCCL_INT32:
+    case NNPCCL_UINT32: put(out, k, static_cast<uint32_t>(wrapped)); break;
+    default: put(out, k, wrapped); break;
+    }
+}
+
+void store_float(nnpccl_datatype_t dt, std::vector<unsigned char> &out, size_t k, double v) {
+    switch (dt) {
+    case NNPCCL_FLOAT16: put(out, k, nnpccl::float_to_half(static_cast<float>(v))); break;
+    case NNPCCL_BFLOAT16: put(out, k, nnpccl::float_to_bf16(static_cast<float>(v))); break;
+    case NNPCCL_FLOAT32: put(out, k, static_cast<float>(v)); break;
+    default: put(out, k, v); break;
+    }
+}
+
+bool is_float(nnpccl_datatype_t dt) {
+    return dt == NNPCCL_FLOAT16 || dt == NNPCCL_BFLOAT16 || dt == NNPCCL_FLOAT32 || dt == NNPCCL_FLOAT64;
+}
+
+// Integer avg: the sum wrapped to the type, then divided with truncation.
+uint64_t integer_avg(nnpccl_datatype_t dt, uint64_t wrapped, int nranks) {
+    switch (dt) {
+    case NNPCCL_INT8: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(wrapped)) / nranks);
+    case NNPCCL_UINT8: return static_cast<uint8_t>(wrapped) / static_cast<uint64_t>(nranks);
+    case NNPCCL_INT32: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(wrapped)) / nranks);
+    case NNPCCL_UINT32: return static_cast<uint32_t>(wrapped) / static_cast<uint64_t>(nranks);
+    case NNPCCL_INT64: return static_cast<uint64_t>(static_cast<int64_t>(wrapped) / nranks);
+    default: return wrapped / static_cast<uint64_t>(nranks);
+    }
+}
+
+} // namespace
+
+Pattern::Pattern(nnpccl_datatype_t dt, std::vector<unsigned char> bytes)
+    : elem_(nnpccl::datatype_size(dt)), bytes_(std::move(bytes)) {}
+
+void Pattern::fill(void *dst, size_t first, size_t count) const {
+    auto *out = static_cast<unsigned char *>(dst);
+    size_t done = 0;
+    while (done < count) {
+        size_t at = (first + done) % kPeriod;
+        size_t run = std::min(count - done, kPeriod - at);
+        std::memcpy(out + done * elem_, bytes_.data() + at * elem_, run * elem_);
+        done += run;
+    }
+}
+
+size_t Pattern::count_wrong(const void *buf, size_t first, size_t count) const {
+    const auto *in = static_cast<const unsigned char *>(buf);
+    size_t wrong = 0, done = 0;
+    while (done < count) {
+        size_t at = (first + done) % kPeriod;
+        size_t run = std::min(count - done, kPeriod - at);
+        const unsigned char *expect = bytes_.data() + at * elem_;
+        if (std::memcmp(in + done * elem_, expect, run * elem_) != 0)
+            for (size_t k = 0; k < run; ++k)
+                wrong += std::memcmp(in + (done + k) * elem_, expect + k * elem_, elem_) != 0 ? 1 : 0;
+        done += run;
+    }
+    return wrong;
+}
+
+Pattern input_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int rank) {
+    std::vector<unsigned char> bytes(kPeriod * nnpccl::datatype_size(dt));
+    for (size_t i = 0; i < kPeriod; ++i) {
+        int64_t v = value(dt, op, rank, i);
+        if (is_float(dt)) store_float(dt, bytes, i, static_cast<double>(v));
+        else store_integer(dt, bytes, i, static_cast<uint64_t>(v));
+    }
+    return Pattern(dt, std::move(bytes));
+}
+
+Pattern reduced_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int nranks) {
+    std::vector<unsigned char> bytes(kPeriod * nnpccl::datatype_size(dt));
+    for (size_t i = 0; i < kPeriod; ++i) {
+        // Exact in int64 / double for the ranges value() produces (wrapping
+        // is applied when storing integers).
+        int64_t acc = value(dt, op, 0, i);
+        double facc = static_cast<double>(acc);
+        for (int r = 1; r < nranks; ++r) {
+            int64_t v = value(dt, op, r, i);
+            switch (op) {
+            case NNPCCL_PROD:
+                acc = static_cast<int64_t>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(v));
+                facc *= static_cast<double>(v);
+                break;
+            case NNPCCL_MIN: acc = v < acc ? v : acc; break;
+            case NNPCCL_MAX: acc = v > acc ? v : acc; break;
+            default: acc += v; break;
+            }
+            if (op != NNPCCL_PROD) facc = static_cast<double>(acc);
+        }
+        if (is_float(dt)) {
+            double result = facc;
+            if (op == NNPCCL_AVG) {
+                // The library divides once, in the accumulation type.
+                if (dt == NNPCCL_FLOAT64) result = facc / nranks;
+                else result = static_cast<double>(static_cast<float>(facc) / static_cast<float>(nranks));
+            }
+            store_float(dt, bytes, i, result);
+        } else {
+            uint64_t wrapped = static_cast<uint64_t>(acc);
+            if (op == NNPCCL_AVG) wrapped = integer_avg(dt, wrapped, nranks);
+            store_integer(dt, bytes, i, wrapped);
+        }
+    }
+    return Pattern(dt, std::move(bytes));
+}
+
+} // namespace nnpccl_check

@@ -1,0 +1,236 @@
+/*
+ * nnpccl.h — the public C API of nnpccl, a collective-communication runtime
+ * for accelerator rings (shared memory on one host, libfabric between hosts).
+ *
+ * Conventions follow NCCL's, so framework backends that already speak NCCL
+ * feel at home:
+ *   - every function returns an nnpccl_result_t;
+ *   - in-place operation is expressed by pointer equality (see each
+ *     collective);
+ *   - an invalid argument (NNPCCL_ERR_INVALID_ARGUMENT) has no effect and
+ *     leaves the communicator usable; any other error is fatal for that
+ *     communicator, which must then be aborted or destroyed and re-created;
+ *   - nnpccl_get_last_error() returns a message naming what was wrong.
+ * Buffers are host memory. The runtime progresses itself: nonblocking
+ * operations complete without the caller having to poll.
+ *
+ * Thread safety: a communicator may be used from one thread at a time for
+ * issuing operations; nnpccl_wait/nnpccl_test may be called from any thread;
+ * nnpccl_comm_abort may be called from any thread at any time.
+ */
+#ifndef NNPCCL_H
+#define NNPCCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Library version: MAJOR.MINOR.PATCH. */
+#define NNPCCL_MAJOR 0
+#define NNPCCL_MINOR 1
+#define NNPCCL_PATCH 0
+/** The version as one integer: MAJOR*10000 + MINOR*100 + PATCH. */
+#define NNPCCL_VERSION_CODE (NNPCCL_MAJOR * 10000 + NNPCCL_MINOR * 100 + NNPCCL_PATCH)
+
+/** Result of every call. */
+typedef enum {
+    NNPCCL_SUCCESS = 0,              /**< the call did what was asked */
+    NNPCCL_ERR_INVALID_ARGUMENT = 1, /**< an argument was wrong; nothing happened; the communicator stays usable */
+    NNPCCL_ERR_INVALID_USAGE = 2,    /**< the call is not allowed in this state, or ranks disagree about the call */
+    NNPCCL_ERR_SYSTEM = 3,           /**< the operating system or a library refused (memory, sockets, shared memory) */
+    NNPCCL_ERR_INTERNAL = 4,         /**< a bug in nnpccl; please report it with the message */
+    NNPCCL_ERR_REMOTE = 5,           /**< a peer failed, died or aborted */
+    NNPCCL_ERR_TIMEOUT = 6,          /**< a deadline passed (NNPCCL_TIMEOUT) while waiting for a peer */
+    NNPCCL_IN_PROGRESS = 7           /**< a nonblocking operation has not finished yet */
+} nnpccl_result_t;
+
+/** Element types. Reductions on float16 and bfloat16 accumulate in float32
+ *  and round to nearest even. */
+typedef enum {
+    NNPCCL_INT8 = 0,
+    NNPCCL_UINT8 = 1,
+    NNPCCL_INT32 = 2,
+    NNPCCL_UINT32 = 3,
+    NNPCCL_INT64 = 4,
+    NNPCCL_UINT64 = 5,
+    NNPCCL_FLOAT16 = 6,
+    NNPCCL_BFLOAT16 = 7,
+    NNPCCL_FLOAT32 = 8,
+    NNPCCL_FLOAT64 = 9,
+    NNPCCL_NUM_DATATYPES = 10
+} nnpccl_datatype_t;
+
+/** Reduction operations. Integer sum and prod wrap around (two's complement).
+ *  avg is the sum divided by the number of ranks after the sum (integer
+ *  types: the wrapped sum divided with truncation toward zero). */
+typedef enum {
+    NNPCCL_SUM = 0,
+    NNPCCL_PROD = 1,
+    NNPCCL_MIN = 2,
+    NNPCCL_MAX = 3,
+    NNPCCL_AVG = 4,
+    NNPCCL_NUM_OPS = 5
+} nnpccl_redop_t;
+
+/** Opaque communicator. */
+typedef struct nnpccl_comm *nnpccl_comm_t;
+/** Opaque handle of a nonblocking operation. */
+typedef struct nnpccl_request *nnpccl_request_t;
+
+/** Rendezvous token: the root's address and a random job secret. Made by
+ *  nnpccl_get_unique_id on one rank and handed to all others by the
+ *  application (MPI_Bcast, a file, ...). Treat it as a secret. */
+#define NNPCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[NNPCCL_UNIQUE_ID_BYTES];
+} nnpccl_unique_id_t;
+
+/** Per-communicator settings. Initialise with NNPCCL_CONFIG_INIT; a field
+ *  left at its "unset" value takes the environment variable's value or the
+ *  default. struct_size comes first so that the structure can grow without
+ *  breaking the ABI. */
+typedef struct {
+    size_t struct_size;  /**< sizeof(nnpccl_config_t) of the caller */
+    int timeout_sec;     /**< deadline of every wait, seconds; 0 = NNPCCL_TIMEOUT or 300 */
+    size_t chunk_bytes;  /**< pipelining chunk; 0 = NNPCCL_CHUNK_SIZE or the default */
+    int blocking;        /**< reserved, set to 1 (init returns when the communicator is ready) */
+} nnpccl_config_t;
+
+/** Static initialiser for nnpccl_config_t. */
+#define NNPCCL_CONFIG_INIT {sizeof(nnpccl_config_t), 0, 0, 1}
+
+/** Writes the version code (NNPCCL_VERSION_CODE of the library) to *version. */
+nnpccl_result_t nnpccl_get_version(int *version);
+
+/** A static, human-readable name of a result code. Never NULL. */
+const char *nnpccl_get_error_string(nnpccl_result_t result);
+
+/** The detailed message of the last error on this communicator (or, with
+ *  comm == NULL, of the last error in this thread that had no communicator,
+ *  such as a failed init). Never NULL; "" when there was none. The string
+ *  stays valid until the next call on the same communicator/thread. */
+const char *nnpccl_get_last_error(nnpccl_comm_t comm);
+
+/** Makes a new unique id and starts the rendezvous root in this process.
+ *  Call on exactly one process per communicator, before init. The root
+ *  listens on the interface NNPCCL_SOCKET_IFNAME names, or the first
+ *  non-loopback IPv4 interface that is up, or 127.0.0.1. */
+nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *id);
+
+/** Creates the communicator of rank `rank` out of `nranks`. Collective: every
+ *  rank calls it with the same id and nranks. Returns when all ranks have
+ *  joined, or NNPCCL_ERR_TIMEOUT when they have not by the deadline.
+ *  config may be NULL (defaults). */
+nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_unique_id_t id,
+                                      int rank, const nnpccl_config_t *config);
+
+/** Creates a communicator from the launcher's environment:
+ *  rank/size from RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE
+ *  (Open MPI), PMI_RANK/PMI_SIZE (MPICH hydra) or SLURM_PROCID/SLURM_NTASKS
+ *  (srun); the root at NNPCCL_ROOT=host:port or MASTER_ADDR/MASTER_PORT.
+ *  Rank 0 runs the root. The job secret comes from NNPCCL_JOB_SECRET when
+ *  set (32 hex digits); otherwise it is derived from the launcher's job id,
+ *  which guards against stray jobs but not against an attacker on the
+ *  network. */
+nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_config_t *config);
+
+/** Waits for the communicator's pending operations, then frees it. Collective
+ *  in the sense that peers must still be alive for pending operations to
+ *  finish; a failed communicator is freed at once. */
+nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm);
+
+/** Fails every pending operation of the communicator (they return
+ *  NNPCCL_ERR_REMOTE on this rank; peers see this rank go away) and frees it. */
+nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm);
+
+/** This process's rank in the communicator. */
+nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank);
+
+/** The number of ranks in the communicator. */
+nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
+
+/** The communicator's asynchronous state: NNPCCL_SUCCESS while it is
+ *  healthy, otherwise the error that made it fail (a dead peer, a timeout,
+ *  an abort), without waiting for anything. */
+nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error);
+
+/* ---- Collectives ----------------------------------------------------------
+ * Every rank of the communicator calls the same collectives in the same
+ * order with matching count, datatype, op and root. Counts are in elements.
+ * A blocking call returns when this rank's buffers may be reused. */
+
+/** recvbuf[i] = op over ranks of sendbuf[i], i < count, on every rank.
+ *  In place when sendbuf == recvbuf. */
+nnpccl_result_t nnpccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                 nnpccl_datatype_t datatype, nnpccl_redop_t op, nnpccl_comm_t comm);
+
+/** sendbuf holds nranks*recvcount elements; rank r receives block r of the
+ *  reduction. In place when recvbuf == sendbuf + rank*recvcount elements. */
+nnpccl_result_t nnpccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                      nnpccl_datatype_t datatype, nnpccl_redop_t op,
+                                      nnpccl_comm_t comm);
+
+/** recvbuf (nranks*sendcount elements) gets every rank's sendbuf, in rank
+ *  order. In place when sendbuf == recvbuf + rank*sendcount elements. */
+nnpccl_result_t nnpccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 nnpccl_datatype_t datatype, nnpccl_comm_t comm);
+
+/** recvbuf on every rank gets root's sendbuf (sendbuf is read on root only).
+ *  In place when sendbuf == recvbuf. */
+nnpccl_result_t nnpccl_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                 nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
+
+/** recvbuf on root gets the reduction of every rank's sendbuf (recvbuf is
+ *  written on root only and may be NULL elsewhere). In place when
+ *  sendbuf == recvbuf. */
+nnpccl_result_t nnpccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                              nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
+                              nnpccl_comm_t comm);
+
+/** Returns when every rank has entered the barrier. */
+nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
+
+/* ---- Nonblocking forms -----------------------------------------------------
+ * Same arguments as the blocking form plus *request, which receives a handle
+ * to wait on. Buffers must not be touched until the request has completed.
+ * Operations complete in the order they were issued. */
+
+nnpccl_result_t nnpccl_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                  nnpccl_datatype_t datatype, nnpccl_redop_t op,
+                                  nnpccl_comm_t comm, nnpccl_request_t *request);
+nnpccl_result_t nnpccl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                       nnpccl_datatype_t datatype, nnpccl_redop_t op,
+                                       nnpccl_comm_t comm, nnpccl_request_t *request);
+nnpccl_result_t nnpccl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  nnpccl_datatype_t datatype, nnpccl_comm_t comm,
+                                  nnpccl_request_t *request);
+nnpccl_result_t nnpccl_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                  nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
+                                  nnpccl_request_t *request);
+nnpccl_result_t nnpccl_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                               nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
+                               nnpccl_comm_t comm, nnpccl_request_t *request);
+nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request);
+
+/** Blocks until the request completes and frees it. Returns the operation's
+ *  result. The handle is invalid afterwards. */
+nnpccl_result_t nnpccl_wait(nnpccl_request_t request);
+
+/** Sets *done to 1 if the request has completed (the request is then freed
+ *  and its result returned) or 0 if not (NNPCCL_SUCCESS returned, the
+ *  request stays valid). */
+nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done);
+
+/** Releases a request without waiting; the operation still runs to
+ *  completion, and its error, if any, shows in the communicator's async
+ *  error. */
+nnpccl_result_t nnpccl_request_free(nnpccl_request_t request);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPCCL_H */

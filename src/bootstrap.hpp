@@ -1,0 +1,42 @@
+// A rank's side of the bootstrap: joins the job at the root and runs
+// allgather rounds through it. Used during communicator setup (to exchange
+// host identity and transport addresses) and for out-of-band agreement.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap_wire.hpp"
+#include "deadline.hpp"
+
+namespace nnpccl {
+
+class Bootstrap {
+public:
+    // Connects to the root in `id` and joins as `rank` of `nranks`. Retries a
+    // root that is not listening yet until the deadline.
+    static Status join(const UniqueId &id, int rank, int nranks, const Deadline &deadline,
+                       std::unique_ptr<Bootstrap> *out);
+    ~Bootstrap();
+    Bootstrap(const Bootstrap &) = delete;
+    Bootstrap &operator=(const Bootstrap &) = delete;
+
+    // Every rank contributes `mine` (at most 64 KiB); all parts come back in rank order.
+    Status allgather(const std::string &mine, const Deadline &deadline, std::vector<std::string> *all);
+    Status barrier(const Deadline &deadline);
+
+    int rank() const { return rank_; }
+    int nranks() const { return nranks_; }
+    const std::string &root_name() const { return root_name_; }
+
+private:
+    Bootstrap(int fd, int rank, int nranks, std::string root_name)
+        : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)) {}
+    int fd_;
+    int rank_;
+    int nranks_;
+    std::string root_name_;
+};
+
+} // namespace nnpccl

@@ -1,0 +1,279 @@
+#include "bootstrap_root.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "log.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+// A connection that has not said a valid hello within this time is dropped,
+// so a silent port scanner cannot hold a slot.
+constexpr int kHelloGraceSec = 10;
+
+struct Peer {
+    int fd = -1;
+    std::string peer_name;
+    std::string in;
+    std::string out;
+    Clock::time_point accepted;
+    int rank = -1; // >= 0 once the hello was accepted
+    bool has_part = false;
+    std::string part;
+    bool closing = false; // close once `out` is flushed
+};
+
+class RootServer {
+public:
+    RootServer(int listen_fd, JobSecret secret, int join_timeout_sec)
+        : listen_fd_(listen_fd), secret_(secret), join_deadline_(Deadline::after_seconds(join_timeout_sec)) {}
+    ~RootServer() {
+        for (Peer &p : peers_) close_fd(p.fd);
+        close_fd(listen_fd_);
+    }
+    void run();
+
+private:
+    void accept_new();
+    void read_from(Peer &p);
+    void handle_frame(Peer &p, FrameType type, const std::string &payload);
+    void drop(Peer &p, const char *why);
+    void fail_job(const std::string &why);
+    void maybe_complete_round();
+    void flush(Peer &p);
+    int joined_count() const;
+
+    int listen_fd_;
+    JobSecret secret_;
+    Deadline join_deadline_;
+    int nranks_ = 0;
+    bool all_joined_ = false;
+    std::vector<bool> rank_taken_;
+    std::vector<Peer> peers_;
+    bool failed_ = false;
+};
+
+int RootServer::joined_count() const {
+    int n = 0;
+    for (const Peer &p : peers_) n += p.rank >= 0 ? 1 : 0;
+    return n;
+}
+
+void RootServer::drop(Peer &p, const char *why) {
+    LOG_WARN("bootstrap root: dropping connection from %s: %s", p.peer_name.c_str(), why);
+    close_fd(p.fd);
+}
+
+void RootServer::fail_job(const std::string &why) {
+    if (failed_) return;
+    failed_ = true;
+    LOG_WARN("bootstrap root: %s", why.c_str());
+    for (Peer &p : peers_) {
+        if (p.fd < 0 || p.rank < 0) continue;
+        p.out += encode_frame(FrameType::Error, why.data(), why.size());
+        p.closing = true;
+    }
+}
+
+void RootServer::accept_new() {
+    while (true) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        Peer p;
+        p.fd = fd;
+        SockAddr a;
+        a.storage = ss;
+        a.length = len;
+        p.peer_name = a.to_string();
+        p.accepted = Clock::now();
+        peers_.push_back(std::move(p));
+    }
+}
+
+void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payload) {
+    if (p.rank < 0) {
+        Hello hello;
+        if (type != FrameType::Hello) return drop(p, "first message is not a hello");
+        Status st = decode_hello(payload, &hello);
+        if (!st) return drop(p, st.message().c_str());
+        if (!secrets_equal(hello.secret, secret_)) return drop(p, "wrong job secret");
+        std::string refusal;
+        if (nranks_ == 0) {
+            nranks_ = static_cast<int>(hello.nranks);
+            rank_taken_.assign(static_cast<size_t>(nranks_), false);
+        }
+        if (static_cast<int>(hello.nranks) != nranks_)
+            refusal = format("rank %u says the job has %u ranks, but rank(s) before it said %d", hello.rank,
+                             hello.nranks, nranks_);
+        else if (rank_taken_[hello.rank])
+            refusal = format("rank %u joined twice", hello.rank);
+        else if (all_joined_)
+            refusal = "the job has already started";
+        if (!refusal.empty()) {
+            // The secret was right, so this is a misconfigured rank of ours: tell it why.
+            p.out += encode_frame(FrameType::Error, refusal.data(), refusal.size());
+            p.closing = true;
+            LOG_WARN("bootstrap root: %s", refusal.c_str());
+            return;
+        }
+        p.rank = static_cast<int>(hello.rank);
+        rank_taken_[hello.rank] = true;
+        if (joined_count() == nranks_) all_joined_ = true;
+        return;
+    }
+    if (type != FrameType::Gather || p.has_part) return drop(p, "unexpected message from a joined rank");
+    p.has_part = true;
+    p.part = payload;
+    maybe_complete_round();
+}
+
+void RootServer::maybe_complete_round() {
+    if (!all_joined_ || failed_) return;
+    std::vector<std::string> parts(static_cast<size_t>(nranks_));
+    int have = 0;
+    for (const Peer &p : peers_)
+        if (p.fd >= 0 && p.rank >= 0 && p.has_part) {
+            parts[static_cast<size_t>(p.rank)] = p.part;
+            ++have;
+        }
+    if (have != nranks_) return;
+    std::string payload = encode_gather_result(parts);
+    std::string frame = encode_frame(FrameType::GatherResult, payload.data(), payload.size());
+    for (Peer &p : peers_)
+        if (p.fd >= 0 && p.rank >= 0) {
+            p.out += frame;
+            p.has_part = false;
+            p.part.clear();
+        }
+}
+
+void RootServer::read_from(Peer &p) {
+    char buf[8192];
+    while (p.fd >= 0) {
+        ssize_t n = recv(p.fd, buf, sizeof buf, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            if (p.rank >= 0) {
+                // A rank going away between rounds is a normal destroy; one
+                // that others are waiting for in a round is a failure.
+                bool others_waiting = false;
+                for (const Peer &q : peers_) others_waiting |= (&q != &p && q.fd >= 0 && q.has_part);
+                int rank = p.rank;
+                close_fd(p.fd);
+                if (others_waiting || !all_joined_)
+                    fail_job(format("rank %d left the job while other ranks were waiting for it", rank));
+            } else {
+                close_fd(p.fd);
+            }
+            return;
+        }
+        if (n < 0) return;
+        p.in.append(buf, static_cast<size_t>(n));
+        while (p.fd >= 0 && p.in.size() >= kFrameHeaderBytes) {
+            FrameHeader h;
+            std::memcpy(&h, p.in.data(), sizeof h);
+            size_t limit = p.rank < 0 ? sizeof(Hello) : kMaxRankPayload;
+            Status st = check_frame_header(h, limit);
+            if (!st) return drop(p, st.message().c_str());
+            if (p.in.size() < kFrameHeaderBytes + h.length) break;
+            std::string payload = p.in.substr(kFrameHeaderBytes, h.length);
+            p.in.erase(0, kFrameHeaderBytes + h.length);
+            handle_frame(p, static_cast<FrameType>(h.type), payload);
+        }
+    }
+}
+
+void RootServer::flush(Peer &p) {
+    while (p.fd >= 0 && !p.out.empty()) {
+        ssize_t n = send(p.fd, p.out.data(), p.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EINTR) close_fd(p.fd);
+            return;
+        }
+        p.out.erase(0, static_cast<size_t>(n));
+    }
+    if (p.fd >= 0 && p.out.empty() && p.closing) close_fd(p.fd);
+}
+
+void RootServer::run() {
+    while (true) {
+        std::vector<pollfd> fds;
+        std::vector<Peer *> owners;
+        if (!all_joined_ && !failed_) {
+            fds.push_back({listen_fd_, POLLIN, 0});
+            owners.push_back(nullptr);
+        }
+        for (Peer &p : peers_) {
+            if (p.fd < 0) continue;
+            fds.push_back({p.fd, static_cast<short>(POLLIN | (p.out.empty() ? 0 : POLLOUT)), 0});
+            owners.push_back(&p);
+        }
+        int rc = poll(fds.data(), fds.size(), 100);
+        if (rc < 0 && errno != EINTR) {
+            LOG_WARN("bootstrap root: poll failed: %s", std::strerror(errno));
+            break;
+        }
+        bool can_accept = false;
+        for (size_t i = 0; i < fds.size(); ++i) {
+            if (fds[i].revents == 0) continue;
+            if (owners[i] == nullptr) {
+                can_accept = true; // after this loop: accepting grows peers_ under `owners`
+                continue;
+            }
+            Peer &p = *owners[i];
+            if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(p);
+            if (p.fd >= 0 && (fds[i].revents & POLLOUT)) flush(p);
+        }
+        if (can_accept) accept_new();
+        for (Peer &p : peers_) flush(p);
+        auto now = Clock::now();
+        for (Peer &p : peers_)
+            if (p.fd >= 0 && p.rank < 0 && !p.closing && now - p.accepted > std::chrono::seconds(kHelloGraceSec))
+                drop(p, "no hello within the grace period");
+        if (!all_joined_ && !failed_ && join_deadline_.passed()) {
+            std::string missing;
+            for (int r = 0; r < nranks_ && missing.size() < 200; ++r)
+                if (!rank_taken_[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+            fail_job(nranks_ == 0 ? std::string("no rank joined before the deadline")
+                                  : format("rank(s) %s never joined before the deadline", missing.c_str()));
+        }
+        bool anyone_left = false;
+        for (const Peer &p : peers_) anyone_left |= p.fd >= 0;
+        if ((all_joined_ || failed_) && !anyone_left) break;
+        // Forget closed connections so the poll set stays small.
+        std::vector<Peer> alive;
+        for (Peer &p : peers_)
+            if (p.fd >= 0) alive.push_back(std::move(p));
+        peers_.swap(alive);
+    }
+    LOG_TRACE("bootstrap root: finished");
+}
+
+} // namespace
+
+Status start_bootstrap_root(const SockAddr &bind_addr, const JobSecret &secret, int join_timeout_sec,
+                            SockAddr *bound) {
+    int fd = -1;
+    NNPCCL_TRY(listen_tcp(bind_addr, &fd, bound));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    auto server = std::make_unique<RootServer>(fd, secret, join_timeout_sec);
+    try {
+        std::thread([s = std::move(server)]() mutable { s->run(); }).detach();
+    } catch (const std::exception &e) {
+        return system_error("cannot start the bootstrap root thread: %s", e.what());
+    }
+    return Status::ok();
+}
+
+} // namespace nnpccl

@@ -1,0 +1,70 @@
+// The bootstrap's wire format, shared by the root and the ranks, and the
+// layout of nnpccl_unique_id_t. Everything read from the network goes
+// through the decoders here, which check every length before using it.
+//
+// Frame: magic u32 | type u32 | payload length u64 | payload (host byte
+// order: all ranks of a job share an architecture).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nnpccl.h"
+#include "socket.hpp"
+#include "status.hpp"
+
+namespace nnpccl {
+
+using JobSecret = std::array<uint8_t, 16>;
+
+constexpr uint32_t kFrameMagic = 0x4e4e5042; // "NNPB"
+constexpr size_t kFrameHeaderBytes = 16;
+constexpr size_t kMaxRankPayload = 64 * 1024;
+constexpr int kMaxRanks = 1 << 16;
+
+enum class FrameType : uint32_t {
+    Hello = 1,        // rank -> root: secret, rank, nranks
+    Gather = 2,       // rank -> root: this rank's part of an allgather
+    GatherResult = 3, // root -> rank: every rank's part, in rank order
+    Error = 4,        // root -> rank: the job cannot go on; payload is the reason
+};
+
+struct FrameHeader {
+    uint32_t magic;
+    uint32_t type;
+    uint64_t length;
+};
+static_assert(sizeof(FrameHeader) == kFrameHeaderBytes);
+
+struct Hello {
+    JobSecret secret;
+    uint32_t rank;
+    uint32_t nranks;
+};
+static_assert(sizeof(Hello) == 24);
+
+std::string encode_frame(FrameType type, const void *payload, size_t length);
+
+// Checks a received header: magic, a known type, and a length no larger than
+// max_length. The message names what was wrong.
+Status check_frame_header(const FrameHeader &h, size_t max_length);
+
+Status decode_hello(const std::string &payload, Hello *out);
+
+std::string encode_gather_result(const std::vector<std::string> &parts);
+Status decode_gather_result(const std::string &payload, int nranks, std::vector<std::string> *parts);
+
+// The unique id: where the root listens and the job's secret.
+struct UniqueId {
+    SockAddr root;
+    JobSecret secret{};
+};
+void encode_unique_id(const UniqueId &id, nnpccl_unique_id_t *out);
+Status decode_unique_id(const nnpccl_unique_id_t &in, UniqueId *out);
+
+Status random_secret(JobSecret *out);
+bool secrets_equal(const JobSecret &a, const JobSecret &b); // constant time
+
+} // namespace nnpccl

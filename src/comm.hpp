@@ -1,0 +1,75 @@
+// The communicator: who the ranks are, how to reach them (transports), the
+// machine model it plans on, its schedule cache and its progress engine.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bootstrap.hpp"
+#include "collective.hpp"
+#include "config.hpp"
+#include "engine.hpp"
+#include "topology.hpp"
+#include "transport.hpp"
+
+namespace nnpccl {
+
+// One collective call as the C API received it.
+struct CollectiveCall {
+    Collective collective = Collective::Allreduce;
+    const void *send = nullptr;
+    void *recv = nullptr;
+    size_t count = 0;
+    nnpccl_datatype_t datatype = NNPCCL_FLOAT32;
+    nnpccl_redop_t op = NNPCCL_SUM;
+    int root = -1;
+};
+
+} // namespace nnpccl
+
+struct nnpccl_comm {
+    static constexpr uint64_t kMagic = 0x6e6e7063636f6d6dull;
+    uint64_t magic = kMagic;
+    int rank = 0;
+    int nranks = 1;
+    nnpccl::Settings settings;
+    std::unique_ptr<nnpccl::Bootstrap> bootstrap;
+    std::vector<std::unique_ptr<nnpccl::Transport>> transports;
+    std::vector<nnpccl::Transport *> route; // by peer
+    nnpccl::Topology topology;
+    std::unique_ptr<nnpccl::Engine> engine;
+    uint64_t next_sequence = 0;
+
+    using CacheKey = std::tuple<int, size_t, size_t, int, bool>; // collective, count, element size, root, in place
+    std::map<CacheKey, std::shared_ptr<const nnpccl::Schedule>> schedule_cache;
+
+    std::mutex error_mutex;
+    std::string last_error;
+
+    // Builds the communicator of `rank` of `nranks` at the root in `id`.
+    static nnpccl::Status create(const nnpccl::UniqueId &id, int nranks, int rank, const nnpccl_config_t *config,
+                                 std::unique_ptr<nnpccl_comm> *out);
+
+    // Queues the call (validated by the caller); returns its operation.
+    nnpccl::Status start(const nnpccl::CollectiveCall &call, bool background,
+                         std::shared_ptr<nnpccl::Operation> *out);
+    void set_last_error(const std::string &message);
+};
+
+namespace nnpccl {
+
+// Rank, size and root address from a launcher's environment.
+struct LaunchEnv {
+    int rank = -1;
+    int size = -1;
+    std::string launcher; // "torchrun", "Open MPI", "MPICH", "Slurm"
+    std::string root;     // host:port
+    JobSecret secret{};
+};
+Status read_launch_env(LaunchEnv *out);
+
+} // namespace nnpccl

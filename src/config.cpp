@@ -1,0 +1,81 @@
+#include "config.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+
+namespace nnpccl {
+
+std::optional<size_t> parse_size(const std::string &text) {
+    if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0) return std::nullopt;
+    unsigned shift = 0;
+    std::string suffix(end);
+    if (suffix == "K" || suffix == "k" || suffix == "KiB") shift = 10;
+    else if (suffix == "M" || suffix == "m" || suffix == "MiB") shift = 20;
+    else if (suffix == "G" || suffix == "g" || suffix == "GiB") shift = 30;
+    else if (!suffix.empty() && suffix != "B") return std::nullopt;
+    if (shift != 0 && value > (SIZE_MAX >> shift)) return std::nullopt;
+    return static_cast<size_t>(value) << shift;
+}
+
+std::string env_string(const char *name) {
+    const char *value = std::getenv(name);
+    return value != nullptr ? std::string(value) : std::string();
+}
+
+namespace {
+
+Status env_int(const char *name, int min, int max, int *out) {
+    std::string text = env_string(name);
+    if (text.empty()) return Status::ok();
+    char *end = nullptr;
+    errno = 0;
+    long value = std::strtol(text.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || value < min || value > max)
+        return invalid_argument("%s=%s is not a whole number from %d to %d", name, text.c_str(), min, max);
+    *out = static_cast<int>(value);
+    return Status::ok();
+}
+
+constexpr size_t kMinChunk = 4096;
+constexpr size_t kMaxChunk = size_t{64} << 20;
+
+} // namespace
+
+Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
+    Settings s;
+    NNPCCL_TRY(env_int("NNPCCL_TIMEOUT", 1, 86400 * 365, &s.timeout_sec));
+    NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm_slots));
+    NNPCCL_TRY(env_int("NNPCCL_SPIN_US", 0, 1000000, &s.spin_us));
+    std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
+    if (!chunk.empty()) {
+        auto bytes = parse_size(chunk);
+        if (!bytes || *bytes < kMinChunk || *bytes > kMaxChunk)
+            return invalid_argument("NNPCCL_CHUNK_SIZE=%s is not a size from 4K to 64M", chunk.c_str());
+        s.chunk_bytes = *bytes;
+    }
+    if (config != nullptr) {
+        // Fields beyond the caller's struct_size are unknown to it: leave them at their defaults.
+        if (config->struct_size < offsetof(nnpccl_config_t, blocking) + sizeof(int) ||
+            config->struct_size > (size_t{1} << 16))
+            return invalid_argument("config->struct_size=%zu is not sizeof(nnpccl_config_t) (%zu); initialise "
+                                    "the config with NNPCCL_CONFIG_INIT",
+                                    config->struct_size, sizeof(nnpccl_config_t));
+        if (config->timeout_sec < 0) return invalid_argument("config->timeout_sec=%d is negative", config->timeout_sec);
+        if (config->timeout_sec > 0) s.timeout_sec = config->timeout_sec;
+        if (config->chunk_bytes != 0) {
+            if (config->chunk_bytes < kMinChunk || config->chunk_bytes > kMaxChunk)
+                return invalid_argument("config->chunk_bytes=%zu is not from 4096 to 64M", config->chunk_bytes);
+            s.chunk_bytes = config->chunk_bytes;
+        }
+    }
+    s.chunk_bytes &= ~size_t{63}; // keeps every slot cache-line aligned
+    *out = s;
+    return Status::ok();
+}
+
+} // namespace nnpccl

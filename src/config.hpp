@@ -1,0 +1,33 @@
+// Runtime settings, resolved once per communicator from the caller's
+// nnpccl_config_t, then the environment, then the defaults. Every variable
+// nnpccl reads is listed here (the README's table mirrors it).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "nnpccl.h"
+#include "status.hpp"
+
+namespace nnpccl {
+
+struct Settings {
+    int timeout_sec = 300;            // NNPCCL_TIMEOUT: deadline of every wait on a peer
+    size_t chunk_bytes = 512 * 1024;  // NNPCCL_CHUNK_SIZE: pipelining unit and shm slot size
+    int shm_slots = 8;                // NNPCCL_SHM_SLOTS: slots per shm queue (pipelining depth)
+    int spin_us = -1;                 // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
+};
+
+// Parses "4096", "512K", "4M", "1G" (powers of 1024). Returns nullopt on
+// anything else, including overflow.
+std::optional<size_t> parse_size(const std::string &text);
+
+// Resolves the settings; a malformed config or environment value is an
+// invalid-argument error naming the variable.
+Status resolve_settings(const nnpccl_config_t *config, Settings *out);
+
+// The value of an environment variable, or "" when unset.
+std::string env_string(const char *name);
+
+} // namespace nnpccl

@@ -1,0 +1,220 @@
+#include "engine.hpp"
+
+#include <sched.h>
+
+#include "log.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+constexpr int kSleepSliceMs = 10;
+constexpr int kYieldPhaseUs = 200;
+
+} // namespace
+
+Engine::Engine(std::vector<Transport *> transports, const Settings &settings, int local_ranks)
+    : transports_(std::move(transports)), settings_(settings) {
+    int cores = static_cast<int>(std::thread::hardware_concurrency());
+    spin_us_ = settings.spin_us >= 0 ? settings.spin_us : (local_ranks <= cores ? 20 : 0);
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        stopping_ = true;
+    }
+    queue_changed_.notify_all();
+    if (progress_thread_.joinable()) progress_thread_.join();
+}
+
+void Engine::submit(const std::shared_ptr<Operation> &op, bool background) {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    if (failed_.load()) {
+        Status why = failure_;
+        lock.unlock();
+        finish(op, why);
+        return;
+    }
+    queue_.push_back(op);
+    if (background) {
+        if (!progress_thread_.joinable()) progress_thread_ = std::thread([this] { progress_thread_main(); });
+        queue_changed_.notify_one();
+    }
+}
+
+Status Engine::wait(Operation &op) {
+    while (!op.done.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> driving(drive_mutex_);
+        if (!op.done.load(std::memory_order_acquire)) drive(&op);
+    }
+    // Operations queued behind ours may belong to nobody waiting: let the thread take them.
+    queue_changed_.notify_one();
+    return op.result;
+}
+
+Status Engine::drain() {
+    std::lock_guard<std::mutex> driving(drive_mutex_);
+    drive(nullptr);
+    return failure();
+}
+
+Status Engine::failure() const {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    return failure_;
+}
+
+void Engine::finish(const std::shared_ptr<Operation> &op, const Status &result) {
+    {
+        std::lock_guard<std::mutex> lock(op->mutex);
+        op->result = result;
+        op->done.store(true, std::memory_order_release);
+    }
+    op->finished.notify_all();
+}
+
+// Caller holds drive_mutex_, so no operation's buffers are in use while
+// their operations are failed.
+void Engine::fail_locked_queue(const Status &why) {
+    std::deque<std::shared_ptr<Operation>> doomed;
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        if (!failed_.load()) {
+            failure_ = why;
+            failed_.store(true);
+            LOG_WARN("communicator failed: %s", why.message().c_str());
+        }
+        doomed.swap(queue_);
+    }
+    for (Transport *t : transports_) t->announce_abort();
+    Status reason = failure();
+    for (auto &op : doomed) finish(op, reason);
+}
+
+void Engine::abort(const Status &why) {
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        if (!failed_.load()) {
+            failure_ = why;
+            failed_.store(true);
+        }
+    }
+    for (Transport *t : transports_) t->announce_abort();
+    // A driver, if there is one, notices within one sleep slice and fails
+    // the queue itself; otherwise do it here.
+    while (true) {
+        std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
+        if (driving.owns_lock()) {
+            fail_locked_queue(why);
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(queue_mutex_);
+            if (queue_.empty()) return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+uint64_t Engine::event_count() const {
+    uint64_t sum = 0;
+    for (Transport *t : transports_) sum += t->event_count();
+    return sum;
+}
+
+bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check, Operation &op) {
+    auto now = Clock::now();
+    if (now - last_check >= kLivenessPeriod) {
+        last_check = now;
+        for (Transport *t : transports_) {
+            Status peers = t->check_peers();
+            if (!peers) {
+                fail_locked_queue(Status(peers.code(), op.description + ": " + peers.message()));
+                return false;
+            }
+        }
+        if (now - idle_since >= std::chrono::seconds(settings_.timeout_sec)) {
+            fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s",
+                                            op.description.c_str(), settings_.timeout_sec,
+                                            op.run->blocked_on().c_str()));
+            return false;
+        }
+    }
+    auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since).count();
+    if (idle_us < spin_us_) {
+        for (int i = 0; i < 16; ++i) cpu_relax();
+    } else if (idle_us < spin_us_ + kYieldPhaseUs) {
+        sched_yield();
+    } else if (transports_.size() == 1) {
+        transports_[0]->wait_for_event(seen, kSleepSliceMs);
+    } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return true;
+}
+
+void Engine::drive(Operation *target) {
+    bool idle = false;
+    Clock::time_point idle_since{}, last_check{};
+    while (target == nullptr || !target->done.load(std::memory_order_acquire)) {
+        std::shared_ptr<Operation> op;
+        {
+            std::lock_guard<std::mutex> lock(queue_mutex_);
+            if (queue_.empty()) return;
+            op = queue_.front();
+        }
+        if (failed_.load()) {
+            fail_locked_queue(failure());
+            return;
+        }
+        uint64_t seen = event_count();
+        for (Transport *t : transports_) t->poll();
+        size_t progressed = 0;
+        Status st = op->run->advance(&progressed);
+        if (!st) {
+            fail_locked_queue(Status(st.code(), op->description + ": " + st.message()));
+            return;
+        }
+        if (op->run->finished()) {
+            {
+                std::lock_guard<std::mutex> lock(queue_mutex_);
+                queue_.pop_front();
+            }
+            finish(op, Status::ok());
+            idle = false;
+            continue;
+        }
+        if (progressed > 0) {
+            idle = false;
+            continue;
+        }
+        if (!idle) {
+            idle = true;
+            idle_since = last_check = Clock::now();
+        }
+        if (!idle_wait(seen, idle_since, last_check, *op)) return;
+    }
+}
+
+void Engine::progress_thread_main() {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    while (true) {
+        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        lock.unlock();
+        {
+            std::lock_guard<std::mutex> driving(drive_mutex_);
+            drive(nullptr);
+        }
+        lock.lock();
+    }
+}
+
+} // namespace nnpccl

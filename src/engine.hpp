@@ -1,0 +1,81 @@
+// The progress engine of one communicator: a queue of operations run in
+// issue order. Whoever waits drives: a blocking call or nnpccl_wait runs the
+// executor on the caller's thread; operations nobody waits for are driven by
+// a progress thread that exists only once a nonblocking call was made. So
+// the runtime progresses itself, and blocking calls pay no thread hand-off.
+//
+// Waiting for peers: spin for NNPCCL_SPIN_US (default 20 µs when there are
+// at least as many cores as local ranks, else 0), yield a few times, then
+// sleep on the transport's doorbell. While waiting, peers' liveness is
+// checked every 100 ms, and no progress for NNPCCL_TIMEOUT seconds ends the
+// operation with NNPCCL_ERR_TIMEOUT naming the peer and step.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.hpp"
+#include "deadline.hpp"
+#include "executor.hpp"
+
+namespace nnpccl {
+
+struct Operation {
+    std::string description; // "allreduce #12 (1024 x float, sum)"
+    std::unique_ptr<ScheduleRun> run;
+
+    std::atomic<bool> done{false};
+    Status result; // valid once done
+    std::mutex mutex;
+    std::condition_variable finished;
+};
+
+class Engine {
+public:
+    Engine(std::vector<Transport *> transports, const Settings &settings, int local_ranks);
+    ~Engine();
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    // Queues an operation; with `background` the progress thread drives it.
+    void submit(const std::shared_ptr<Operation> &op, bool background);
+    // Drives until `op` has finished; returns its result.
+    Status wait(Operation &op);
+    // Drives until the queue is empty (used by destroy).
+    Status drain();
+    // Fails every queued and future operation with `why` and tells peers.
+    // Safe from any thread.
+    void abort(const Status &why);
+    // The error that failed the engine, or ok.
+    Status failure() const;
+
+private:
+    void drive(Operation *target);
+    void finish(const std::shared_ptr<Operation> &op, const Status &result);
+    void fail_locked_queue(const Status &why);
+    bool idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check, Operation &op);
+    uint64_t event_count() const;
+    void progress_thread_main();
+
+    std::vector<Transport *> transports_;
+    Settings settings_;
+    int spin_us_;
+
+    mutable std::mutex queue_mutex_;
+    std::deque<std::shared_ptr<Operation>> queue_;
+    std::condition_variable queue_changed_;
+    std::mutex drive_mutex_; // held by whichever thread drives
+    std::thread progress_thread_;
+    bool stopping_ = false;
+
+    std::atomic<bool> failed_{false};
+    Status failure_; // under queue_mutex_
+};
+
+} // namespace nnpccl

@@ -1,0 +1,120 @@
+#include "executor.hpp"
+
+#include <cstring>
+
+#include "dtype.hpp"
+#include "reduce.hpp"
+
+namespace nnpccl {
+
+ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const OperationBuffers &buffers,
+                         const std::vector<Transport *> &route)
+    : schedule_(std::move(schedule)), buffers_(buffers), elem_size_(datatype_size(buffers.datatype)), route_(route),
+      cursor_(schedule_->channels.size(), 0) {}
+
+bool ScheduleRun::finished() const {
+    for (size_t c = 0; c < cursor_.size(); ++c)
+        if (cursor_[c] < schedule_->channels[c].size()) return false;
+    return true;
+}
+
+char *ScheduleRun::address(const BufRef &ref) const {
+    switch (ref.buf) {
+    case Buf::Send: return const_cast<char *>(static_cast<const char *>(buffers_.send)) + ref.offset * elem_size_;
+    case Buf::Recv: return static_cast<char *>(buffers_.recv) + ref.offset * elem_size_;
+    case Buf::None: break;
+    }
+    return nullptr;
+}
+
+bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
+    const size_t bytes = step.count * elem_size_;
+    const void *in = nullptr;
+    void *out = nullptr;
+    Transport *rx = step.has(kRecv) ? route_[static_cast<size_t>(step.recv_peer)] : nullptr;
+    Transport *tx = step.has(kSend) ? route_[static_cast<size_t>(step.send_peer)] : nullptr;
+    if (rx != nullptr) {
+        size_t in_bytes = 0;
+        in = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
+        if (in == nullptr) return false;
+        if (in_bytes != bytes) {
+            *status = invalid_usage("rank %d sent a message of %zu bytes where %zu were due (channel %d): the ranks "
+                                    "called different collectives, counts or datatypes",
+                                    step.recv_peer, in_bytes, bytes, channel);
+            return false;
+        }
+    }
+    if (tx != nullptr) {
+        out = tx->try_acquire_send(step.send_peer, channel);
+        if (out == nullptr) return false;
+    }
+    char *src = address(step.src);
+    char *dst = address(step.dst);
+    const bool store = step.has(kStore);
+    const uint32_t divisor = (step.finalize && buffers_.op == NNPCCL_AVG) ? buffers_.nranks : 1;
+    if (step.count == 0) {
+        // A zero-byte message (the barrier's signal) carries no data to touch.
+    } else if (rx != nullptr && step.has(kReduce)) {
+        // Reduce once, into the store target when there is one, then copy on.
+        void *target = store ? static_cast<void *>(dst) : out;
+        reduce(target, in, src, step.count, buffers_.datatype, buffers_.op, divisor);
+        if (store && out != nullptr) std::memcpy(out, dst, bytes);
+    } else if (rx != nullptr) {
+        if (store) std::memcpy(dst, in, bytes);
+        if (out != nullptr) std::memcpy(out, in, bytes);
+    } else {
+        void *target = store ? static_cast<void *>(dst) : out;
+        divide(target, src, step.count, buffers_.datatype, divisor);
+        if (store && out != nullptr) std::memcpy(out, dst, bytes);
+    }
+    if (rx != nullptr) rx->release_recv(step.recv_peer, channel);
+    if (tx != nullptr) tx->commit_send(step.send_peer, channel, bytes);
+    return true;
+}
+
+Status ScheduleRun::advance(size_t *progressed) {
+    *progressed = 0;
+    Status status;
+    bool moved = true;
+    while (moved) {
+        moved = false;
+        for (size_t c = 0; c < cursor_.size(); ++c) {
+            const std::vector<Step> &steps = schedule_->channels[c];
+            while (cursor_[c] < steps.size() && try_step(static_cast<int>(c), steps[cursor_[c]], &status)) {
+                ++cursor_[c];
+                ++*progressed;
+                moved = true;
+            }
+            if (!status) return status;
+        }
+    }
+    return status;
+}
+
+std::string ScheduleRun::blocked_on() const {
+    for (size_t c = 0; c < cursor_.size(); ++c) {
+        const std::vector<Step> &steps = schedule_->channels[c];
+        if (cursor_[c] >= steps.size()) continue;
+        const Step &s = steps[cursor_[c]];
+        std::string what = s.has(kRecv) ? format("a message from rank %d", s.recv_peer)
+                                        : format("a free send buffer towards rank %d", s.send_peer);
+        if (s.has(kRecv) && s.has(kSend)) what += format(" and a free send buffer towards rank %d", s.send_peer);
+        return format("%s (%s, channel %zu, step %zu of %zu)", what.c_str(), schedule_->algorithm.c_str(), c,
+                      cursor_[c] + 1, steps.size());
+    }
+    return "nothing";
+}
+
+std::vector<int> ScheduleRun::waiting_peers() const {
+    std::vector<int> peers;
+    for (size_t c = 0; c < cursor_.size(); ++c) {
+        const std::vector<Step> &steps = schedule_->channels[c];
+        if (cursor_[c] >= steps.size()) continue;
+        const Step &s = steps[cursor_[c]];
+        if (s.has(kRecv)) peers.push_back(s.recv_peer);
+        if (s.has(kSend)) peers.push_back(s.send_peer);
+    }
+    return peers;
+}
+
+} // namespace nnpccl

@@ -1,0 +1,97 @@
+// Reads rank, size and the rendezvous address from the launchers users
+// already have: torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open
+// MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's hydra mpiexec (PMI_RANK,
+// PMI_SIZE) and Slurm's srun (SLURM_PROCID, SLURM_NTASKS).
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "comm.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+struct LauncherVars {
+    const char *name;
+    const char *rank;
+    const char *size;
+};
+
+const LauncherVars kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"MPICH", "PMI_RANK", "PMI_SIZE"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+};
+
+bool parse_int(const std::string &text, int *out) {
+    if (text.empty()) return false;
+    char *end = nullptr;
+    errno = 0;
+    long v = std::strtol(text.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > kMaxRanks) return false;
+    *out = static_cast<int>(v);
+    return true;
+}
+
+// 128 bits from two differently seeded FNV-1a passes: keeps stray jobs with
+// another job id out; it is not a defence against an attacker (set
+// NNPCCL_JOB_SECRET for that).
+JobSecret derive_secret(const std::string &material) {
+    JobSecret secret{};
+    for (int half = 0; half < 2; ++half) {
+        uint64_t h = half == 0 ? 0xcbf29ce484222325ull : 0x84222325cbf29ce4ull;
+        for (unsigned char c : material) h = (h ^ c) * 0x100000001b3ull;
+        std::memcpy(secret.data() + half * 8, &h, 8);
+    }
+    return secret;
+}
+
+} // namespace
+
+Status read_launch_env(LaunchEnv *out) {
+    LaunchEnv env;
+    for (const LauncherVars &l : kLaunchers) {
+        std::string rank = env_string(l.rank), size = env_string(l.size);
+        if (rank.empty() && size.empty()) continue;
+        if (!parse_int(rank, &env.rank) || !parse_int(size, &env.size) || env.size < 1 || env.rank >= env.size)
+            return invalid_argument("%s=%s and %s=%s (%s) are not a rank below a size", l.rank, rank.c_str(), l.size,
+                                    size.c_str(), l.name);
+        env.launcher = l.name;
+        break;
+    }
+    if (env.launcher.empty())
+        return invalid_argument("no launcher environment found: set RANK and WORLD_SIZE, or run under mpirun, "
+                                "mpiexec or srun");
+    env.root = env_string("NNPCCL_ROOT");
+    if (env.root.empty()) {
+        std::string addr = env_string("MASTER_ADDR"), port = env_string("MASTER_PORT");
+        if (!addr.empty() && !port.empty())
+            env.root = (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" + port;
+    }
+    if (env.root.empty())
+        return invalid_argument("no rendezvous address: set NNPCCL_ROOT=host:port (or MASTER_ADDR and MASTER_PORT) to "
+                                "an address of rank 0's host and a free port");
+    std::string secret_hex = env_string("NNPCCL_JOB_SECRET");
+    if (!secret_hex.empty()) {
+        if (secret_hex.size() != 32) return invalid_argument("NNPCCL_JOB_SECRET must be 32 hex digits");
+        for (size_t i = 0; i < 16; ++i) {
+            char byte[3] = {secret_hex[2 * i], secret_hex[2 * i + 1], 0};
+            char *end = nullptr;
+            long v = std::strtol(byte, &end, 16);
+            if (*end != '\0') return invalid_argument("NNPCCL_JOB_SECRET must be 32 hex digits");
+            env.secret[i] = static_cast<uint8_t>(v);
+        }
+    } else {
+        std::string material = env.root;
+        for (const char *var : {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME", "SLURM_JOB_ID",
+                                "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"})
+            material += "|" + env_string(var);
+        env.secret = derive_secret(material);
+    }
+    *out = env;
+    return Status::ok();
+}
+
+} // namespace nnpccl

@@ -1,0 +1,23 @@
+// Reduction kernels: dst[i] = a[i] (op) b[i] for every datatype and op.
+// float16 and bfloat16 are widened to float32, combined, and rounded back to
+// nearest even once per call. Integer sum and prod wrap (two's complement).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nnpccl.h"
+
+namespace nnpccl {
+
+// dst may alias a or b (element for element). avg combines like sum; when
+// `divisor` > 1 the combined value is divided by it before rounding, which is
+// how the last hop of an avg finishes (integers truncate toward zero).
+void reduce(void *dst, const void *a, const void *b, size_t count, nnpccl_datatype_t dt,
+            nnpccl_redop_t op, uint32_t divisor);
+
+// dst[i] = src[i] / divisor (the finishing step of avg where no combine is
+// left to fuse it into); a plain copy when divisor <= 1. dst may equal src.
+void divide(void *dst, const void *src, size_t count, nnpccl_datatype_t dt, uint32_t divisor);
+
+} // namespace nnpccl

@@ -1,0 +1,47 @@
+// TCP helpers for the bootstrap: addresses, listening, connecting and whole
+// reads/writes, every one bounded by a deadline.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <string>
+
+#include "deadline.hpp"
+#include "status.hpp"
+
+namespace nnpccl {
+
+struct SockAddr {
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+
+    int family() const { return storage.ss_family; }
+    uint16_t port() const;
+    void set_port(uint16_t port);
+    std::string to_string() const; // "1.2.3.4:5678" or "[::1]:5678"
+};
+
+// Parses "host:port" or "[v6]:port"; host may be a name (resolved once).
+Status parse_host_port(const std::string &text, SockAddr *out);
+Status resolve_host(const std::string &host, uint16_t port, SockAddr *out);
+
+// The address to listen on and to announce: the interface NNPCCL_SOCKET_IFNAME
+// names (comma-separated prefixes allowed, "^" excludes), else the first
+// non-loopback IPv4 interface that is up, else 127.0.0.1.
+Status pick_local_address(SockAddr *out);
+
+// A listening, close-on-exec socket bound to addr (port 0 = any); *bound gets
+// the actual address.
+Status listen_tcp(const SockAddr &addr, int *fd, SockAddr *bound);
+
+// Connects, retrying refused or unreachable attempts until the deadline.
+Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd);
+
+Status send_all(int fd, const void *data, size_t len, const Deadline &deadline);
+Status recv_all(int fd, void *data, size_t len, const Deadline &deadline);
+
+void close_fd(int &fd);
+
+} // namespace nnpccl

@@ -1,0 +1,54 @@
+// Status: a result code plus the message that names what went wrong. Every
+// internal function that can fail returns one; the C API turns it into an
+// nnpccl_result_t and keeps the message for nnpccl_get_last_error().
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "nnpccl.h"
+
+namespace nnpccl {
+
+class Status {
+public:
+    Status() = default;
+    Status(nnpccl_result_t code, std::string message) : code_(code), message_(std::move(message)) {}
+
+    static Status ok() { return {}; }
+    bool is_ok() const { return code_ == NNPCCL_SUCCESS; }
+    explicit operator bool() const { return is_ok(); }
+    nnpccl_result_t code() const { return code_; }
+    const std::string &message() const { return message_; }
+
+private:
+    nnpccl_result_t code_ = NNPCCL_SUCCESS;
+    std::string message_;
+};
+
+// printf-style message formatting for Status and logs.
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define NNPCCL_STATUS_CTOR(name, code)                                                            \
+    template <typename... Args> Status name(const char *fmt, Args... args) {                     \
+        return Status(code, format(fmt, args...));                                                \
+    }
+NNPCCL_STATUS_CTOR(invalid_argument, NNPCCL_ERR_INVALID_ARGUMENT)
+NNPCCL_STATUS_CTOR(invalid_usage, NNPCCL_ERR_INVALID_USAGE)
+NNPCCL_STATUS_CTOR(system_error, NNPCCL_ERR_SYSTEM)
+NNPCCL_STATUS_CTOR(internal_error, NNPCCL_ERR_INTERNAL)
+NNPCCL_STATUS_CTOR(remote_error, NNPCCL_ERR_REMOTE)
+NNPCCL_STATUS_CTOR(timeout_error, NNPCCL_ERR_TIMEOUT)
+#undef NNPCCL_STATUS_CTOR
+
+// A system_error whose message ends with strerror(errno).
+Status errno_error(const std::string &what);
+
+// Propagates a failed Status to the caller.
+#define NNPCCL_TRY(expr)                                                                          \
+    do {                                                                                          \
+        ::nnpccl::Status try_status_ = (expr);                                                    \
+        if (!try_status_.is_ok()) return try_status_;                                             \
+    } while (0)
+
+} // namespace nnpccl

@@ -1,0 +1,253 @@
+#include "shm_transport.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "bootstrap.hpp"
+#include "bootstrap_wire.hpp"
+#include "log.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+constexpr uint64_t kSegmentMagic = 0x6e6e7063636c7368ull; // "nnpcclsh"
+constexpr size_t kCacheLine = 64;
+constexpr size_t kPage = 4096;
+
+size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+long futex(std::atomic<uint32_t> *addr, int op, uint32_t value, const timespec *timeout) {
+    // The segment is shared between processes: no FUTEX_PRIVATE_FLAG.
+    return syscall(SYS_futex, reinterpret_cast<uint32_t *>(addr), op, value, timeout, nullptr, 0);
+}
+
+} // namespace
+
+struct ShmTransport::Segment {
+    uint64_t magic;
+    uint32_t nranks;
+    uint32_t channels;
+    uint32_t slots;
+    uint32_t owner_rank;
+    uint64_t slot_bytes;
+    int32_t owner_pid;
+    alignas(kCacheLine) std::atomic<uint32_t> doorbell;
+    std::atomic<uint32_t> sleepers;
+    std::atomic<uint32_t> aborted;
+};
+
+// One inbound stream. head is written only by the sender, tail only by the
+// owner; they sit on separate cache lines so the two sides do not contend.
+struct ShmTransport::Queue {
+    alignas(kCacheLine) std::atomic<uint64_t> head;
+    alignas(kCacheLine) std::atomic<uint64_t> tail;
+    // Followed by `slots` message sizes, then (page aligned) the slots' data.
+};
+
+namespace {
+
+size_t queue_data_offset(int slots) {
+    return round_up(sizeof(ShmTransport::Queue) + sizeof(uint64_t) * static_cast<size_t>(slots), kPage);
+}
+uint64_t *queue_sizes(ShmTransport::Queue *q) {
+    return reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(q) + sizeof(ShmTransport::Queue));
+}
+size_t segment_header_bytes() { return round_up(sizeof(ShmTransport::Segment), kPage); }
+
+std::string random_segment_name() {
+    JobSecret random{};
+    (void)random_secret(&random);
+    std::string name = "/nnpccl-";
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < 12; ++i) {
+        name += hex[random[i] >> 4];
+        name += hex[random[i] & 15];
+    }
+    return name;
+}
+
+} // namespace
+
+ShmTransport::Queue *ShmTransport::queue(int owner, int sender, int channel) const {
+    char *base = reinterpret_cast<char *>(segments_[static_cast<size_t>(owner)]);
+    size_t index = static_cast<size_t>(sender) * static_cast<size_t>(channels_) + static_cast<size_t>(channel);
+    return reinterpret_cast<Queue *>(base + segment_header_bytes() + index * queue_stride_);
+}
+
+Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_peers, int channels,
+                            const Settings &settings, const Deadline &deadline, std::unique_ptr<ShmTransport> *out) {
+    std::unique_ptr<ShmTransport> t(new ShmTransport());
+    t->rank_ = bootstrap.rank();
+    t->nranks_ = bootstrap.nranks();
+    t->channels_ = channels;
+    t->slots_ = settings.shm_slots;
+    t->slot_bytes_ = settings.chunk_bytes;
+    t->queue_stride_ = round_up(queue_data_offset(t->slots_) + static_cast<size_t>(t->slots_) * t->slot_bytes_, kPage);
+    t->segment_bytes_ = segment_header_bytes() + static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels) * t->queue_stride_;
+    t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
+    t->pids_.assign(static_cast<size_t>(t->nranks_), 0);
+
+    // Our own segment: created exclusively, 0600, sized sparsely (pages are
+    // only backed once a peer actually sends).
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+        t->own_name_ = random_segment_name();
+        fd = shm_open(t->own_name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) return errno_error("shm_open of a new segment");
+    Status st;
+    if (ftruncate(fd, static_cast<off_t>(t->segment_bytes_)) != 0) st = errno_error("ftruncate of the shm segment");
+    void *mem = MAP_FAILED;
+    if (st) {
+        mem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (mem == MAP_FAILED) st = errno_error(format("mmap of %zu bytes of shared memory", t->segment_bytes_));
+    }
+    close(fd);
+    if (!st) {
+        shm_unlink(t->own_name_.c_str());
+        return st;
+    }
+    auto *seg = static_cast<Segment *>(mem);
+    seg->magic = kSegmentMagic;
+    seg->nranks = static_cast<uint32_t>(t->nranks_);
+    seg->channels = static_cast<uint32_t>(channels);
+    seg->slots = static_cast<uint32_t>(t->slots_);
+    seg->owner_rank = static_cast<uint32_t>(t->rank_);
+    seg->slot_bytes = t->slot_bytes_;
+    seg->owner_pid = static_cast<int32_t>(getpid());
+    t->segments_[static_cast<size_t>(t->rank_)] = seg;
+    t->pids_[static_cast<size_t>(t->rank_)] = getpid();
+
+    // Everyone learns everyone's segment name; each rank maps those of its local peers.
+    std::string mine = t->own_name_ + " " + std::to_string(getpid());
+    std::vector<std::string> all;
+    st = bootstrap.allgather(mine, deadline, &all);
+    for (int peer : local_peers) {
+        if (!st || peer == t->rank_) continue;
+        const std::string &entry = all[static_cast<size_t>(peer)];
+        size_t space = entry.find(' ');
+        if (space == std::string::npos) {
+            st = invalid_usage("rank %d announced a malformed shm segment '%s'", peer, entry.c_str());
+            break;
+        }
+        std::string name = entry.substr(0, space);
+        int pfd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+        if (pfd < 0) {
+            st = errno_error(format("opening the shm segment %s of rank %d", name.c_str(), peer));
+            break;
+        }
+        struct stat info{};
+        void *pmem = MAP_FAILED;
+        if (fstat(pfd, &info) == 0 && static_cast<size_t>(info.st_size) == t->segment_bytes_)
+            pmem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+        close(pfd);
+        if (pmem == MAP_FAILED) {
+            st = system_error("cannot map the shm segment of rank %d (size %lld, expected %zu): do all ranks use "
+                              "the same NNPCCL_CHUNK_SIZE and NNPCCL_SHM_SLOTS?",
+                              peer, static_cast<long long>(info.st_size), t->segment_bytes_);
+            break;
+        }
+        t->segments_[static_cast<size_t>(peer)] = static_cast<Segment *>(pmem);
+        t->pids_[static_cast<size_t>(peer)] = std::atoi(entry.c_str() + space + 1);
+    }
+    // Once every rank has mapped what it needs, the names are no longer
+    // needed: unlink now so that no crash can leave a file behind.
+    Status barrier = st ? bootstrap.barrier(deadline) : st;
+    shm_unlink(t->own_name_.c_str());
+    if (!barrier) {
+        // Peers that failed may not have unlinked theirs: do it for them.
+        for (int peer : local_peers)
+            if (peer != t->rank_ && static_cast<size_t>(peer) < all.size())
+                shm_unlink(all[static_cast<size_t>(peer)].substr(0, all[static_cast<size_t>(peer)].find(' ')).c_str());
+        return barrier;
+    }
+    LOG_INFO("shm transport: %zu local ranks, %d channels, %d slots of %zu bytes", local_peers.size(), channels,
+             t->slots_, t->slot_bytes_);
+    *out = std::move(t);
+    return Status::ok();
+}
+
+ShmTransport::~ShmTransport() {
+    for (Segment *seg : segments_)
+        if (seg != nullptr) munmap(seg, segment_bytes_);
+}
+
+void ShmTransport::ring(int rank) {
+    Segment *seg = segments_[static_cast<size_t>(rank)];
+    seg->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    if (seg->sleepers.load(std::memory_order_seq_cst) != 0) futex(&seg->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void *ShmTransport::try_acquire_send(int peer, int channel) {
+    Queue *q = queue(peer, rank_, channel);
+    uint64_t head = q->head.load(std::memory_order_relaxed);
+    if (head - q->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(slots_)) return nullptr;
+    char *data = reinterpret_cast<char *>(q) + queue_data_offset(slots_);
+    return data + (head % static_cast<uint64_t>(slots_)) * slot_bytes_;
+}
+
+void ShmTransport::commit_send(int peer, int channel, size_t bytes) {
+    Queue *q = queue(peer, rank_, channel);
+    uint64_t head = q->head.load(std::memory_order_relaxed);
+    queue_sizes(q)[head % static_cast<uint64_t>(slots_)] = bytes;
+    q->head.store(head + 1, std::memory_order_release);
+    ring(peer);
+}
+
+const void *ShmTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
+    Queue *q = queue(rank_, peer, channel);
+    uint64_t tail = q->tail.load(std::memory_order_relaxed);
+    if (q->head.load(std::memory_order_acquire) == tail) return nullptr;
+    uint64_t index = tail % static_cast<uint64_t>(slots_);
+    *bytes = queue_sizes(q)[index];
+    return reinterpret_cast<char *>(q) + queue_data_offset(slots_) + index * slot_bytes_;
+}
+
+void ShmTransport::release_recv(int peer, int channel) {
+    Queue *q = queue(rank_, peer, channel);
+    q->tail.store(q->tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    ring(peer);
+}
+
+uint64_t ShmTransport::event_count() const {
+    return segments_[static_cast<size_t>(rank_)]->doorbell.load(std::memory_order_seq_cst);
+}
+
+void ShmTransport::wait_for_event(uint64_t seen, int timeout_ms) {
+    Segment *seg = segments_[static_cast<size_t>(rank_)];
+    seg->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
+    futex(&seg->doorbell, FUTEX_WAIT, static_cast<uint32_t>(seen), &ts);
+    seg->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+Status ShmTransport::check_peers() {
+    for (int peer = 0; peer < nranks_; ++peer) {
+        Segment *seg = segments_[static_cast<size_t>(peer)];
+        if (seg == nullptr || peer == rank_) continue;
+        if (seg->aborted.load(std::memory_order_acquire) != 0)
+            return remote_error("rank %d (pid %d) failed or aborted its communicator", peer, pids_[static_cast<size_t>(peer)]);
+        if (kill(pids_[static_cast<size_t>(peer)], 0) != 0 && errno == ESRCH)
+            return remote_error("rank %d (pid %d) has died", peer, pids_[static_cast<size_t>(peer)]);
+    }
+    return Status::ok();
+}
+
+void ShmTransport::announce_abort() {
+    segments_[static_cast<size_t>(rank_)]->aborted.store(1, std::memory_order_release);
+    for (int peer = 0; peer < nranks_; ++peer)
+        if (segments_[static_cast<size_t>(peer)] != nullptr && peer != rank_) ring(peer);
+}
+
+} // namespace nnpccl

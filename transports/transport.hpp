@@ -1,0 +1,53 @@
+// The transport interface. A transport moves ordered messages between this
+// rank and its peers: for every (peer, channel) there is one stream in each
+// direction, and messages arrive in the order they were sent. The executor
+// never copies through a private buffer: it writes straight into the
+// transport's send buffer and reduces straight out of its receive buffer.
+//
+// All calls are made by the one thread that drives the communicator's
+// progress; implementations need no locking of their own for them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "status.hpp"
+
+namespace nnpccl {
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+
+    virtual const char *name() const = 0;
+    // The largest message a stream carries; schedules are cut into chunks no larger.
+    virtual size_t max_message_bytes() const = 0;
+
+    // A buffer of max_message_bytes() for the next message to `peer`, or
+    // nullptr while every buffer is still in flight. Asking again without a
+    // commit returns the same buffer.
+    virtual void *try_acquire_send(int peer, int channel) = 0;
+    // Sends the first `bytes` of the acquired buffer.
+    virtual void commit_send(int peer, int channel, size_t bytes) = 0;
+
+    // The next message from `peer`, or nullptr while none has arrived. It
+    // stays valid and in place until release_recv.
+    virtual const void *try_peek_recv(int peer, int channel, size_t *bytes) = 0;
+    virtual void release_recv(int peer, int channel) = 0;
+
+    // Drives completions for transports whose hardware or library needs it.
+    virtual void poll() {}
+
+    // A counter that changes whenever something this rank may be waiting for
+    // has changed; wait_for_event sleeps until it differs from `seen` or the
+    // timeout passes.
+    virtual uint64_t event_count() const = 0;
+    virtual void wait_for_event(uint64_t seen, int timeout_ms) = 0;
+
+    // NNPCCL_ERR_REMOTE naming the peer when a peer has died or aborted.
+    virtual Status check_peers() = 0;
+    // Tells every peer this rank is failing, so they stop waiting for it.
+    virtual void announce_abort() = 0;
+};
+
+} // namespace nnpccl
