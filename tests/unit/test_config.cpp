@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "bootstrap_wire.hpp"
+#include "check_data.hpp"
+#include "comm.hpp"
+#include "config.hpp"
+
+using namespace nnpccl;
+
+namespace {
+// Sets an environment variable for the scope of a test.
+struct ScopedEnv {
+    std::string name;
+    ScopedEnv(const char *n, const char *v) : name(n) { setenv(n, v, 1); }
+    ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+} // namespace
+
+TEST_CASE("sizes parse with binary suffixes and reject junk", "[config]") {
+    CHECK(parse_size("4096").value() == 4096);
+    CHECK(parse_size("512K").value() == 512 * 1024);
+    CHECK(parse_size("64M").value() == 64u << 20);
+    CHECK(parse_size("1G").value() == size_t{1} << 30);
+    CHECK_FALSE(parse_size(""));
+    CHECK_FALSE(parse_size("-4"));
+    CHECK_FALSE(parse_size("12Q"));
+    CHECK_FALSE(parse_size("99999999999999999999"));
+    CHECK_FALSE(parse_size("17179869184G"));
+}
+
+TEST_CASE("settings come from the config struct, then the environment, then defaults", "[config]") {
+    Settings s;
+    REQUIRE(resolve_settings(nullptr, &s).is_ok());
+    CHECK(s.timeout_sec == 300);
+    {
+        ScopedEnv t("NNPCCL_TIMEOUT", "7");
+        ScopedEnv c("NNPCCL_CHUNK_SIZE", "64K");
+        REQUIRE(resolve_settings(nullptr, &s).is_ok());
+        CHECK(s.timeout_sec == 7);
+        CHECK(s.chunk_bytes == 64 * 1024);
+        nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+        cfg.timeout_sec = 9;
+        REQUIRE(resolve_settings(&cfg, &s).is_ok());
+        CHECK(s.timeout_sec == 9);
+    }
+    {
+        ScopedEnv t("NNPCCL_TIMEOUT", "soon");
+        Status st = resolve_settings(nullptr, &s);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(st.message(), Catch::Contains("NNPCCL_TIMEOUT"));
+    }
+    {
+        ScopedEnv c("NNPCCL_CHUNK_SIZE", "1");
+        CHECK(resolve_settings(nullptr, &s).code() == NNPCCL_ERR_INVALID_ARGUMENT);
+    }
+    nnpccl_config_t bad = NNPCCL_CONFIG_INIT;
+    bad.struct_size = 3;
+    Status st = resolve_settings(&bad, &s);
+    CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(st.message(), Catch::Contains("struct_size"));
+}
+
+TEST_CASE("launcher environments give rank, size and root", "[config]") {
+    LaunchEnv env;
+    SECTION("torchrun") {
+        ScopedEnv r("RANK", "2"), w("WORLD_SIZE", "4"), a("MASTER_ADDR", "127.0.0.1"), p("MASTER_PORT", "29500");
+        REQUIRE(read_launch_env(&env).is_ok());
+        CHECK(env.rank == 2);
+        CHECK(env.size == 4);
+        CHECK(env.root == "127.0.0.1:29500");
+        CHECK(env.launcher == "torchrun");
+    }
+    SECTION("Open MPI with NNPCCL_ROOT") {
+        ScopedEnv r("OMPI_COMM_WORLD_RANK", "1"), w("OMPI_COMM_WORLD_SIZE", "3"), root("NNPCCL_ROOT", "localhost:4000");
+        REQUIRE(read_launch_env(&env).is_ok());
+        CHECK(env.rank == 1);
+        CHECK(env.size == 3);
+        CHECK(env.launcher == "Open MPI");
+    }
+    SECTION("a rank beyond the size is an error naming the variables") {
+        ScopedEnv r("PMI_RANK", "5"), w("PMI_SIZE", "2"), root("NNPCCL_ROOT", "localhost:4000");
+        Status st = read_launch_env(&env);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(st.message(), Catch::Contains("PMI_RANK"));
+    }
+    SECTION("no rendezvous address is an error that says what to set") {
+        ScopedEnv r("SLURM_PROCID", "0"), w("SLURM_NTASKS", "2");
+        Status st = read_launch_env(&env);
+        CHECK_THAT(st.message(), Catch::Contains("NNPCCL_ROOT"));
+    }
+    SECTION("the job secret is the same on every rank of a job") {
+        ScopedEnv r("RANK", "0"), w("WORLD_SIZE", "2"), root("NNPCCL_ROOT", "127.0.0.1:5000");
+        REQUIRE(read_launch_env(&env).is_ok());
+        LaunchEnv other;
+        ScopedEnv r1("RANK", "1");
+        REQUIRE(read_launch_env(&other).is_ok());
+        CHECK(secrets_equal(env.secret, other.secret));
+    }
+}
+
+TEST_CASE("unique ids round-trip and garbage is rejected", "[bootstrap]") {
+    UniqueId id;
+    REQUIRE(parse_host_port("127.0.0.1:4242", &id.root).is_ok());
+    REQUIRE(random_secret(&id.secret).is_ok());
+    nnpccl_unique_id_t raw;
+    encode_unique_id(id, &raw);
+    UniqueId back;
+    REQUIRE(decode_unique_id(raw, &back).is_ok());
+    CHECK(back.root.to_string() == "127.0.0.1:4242");
+    CHECK(secrets_equal(back.secret, id.secret));
+    nnpccl_unique_id_t junk;
+    std::memset(&junk, 0x5a, sizeof junk);
+    CHECK(decode_unique_id(junk, &back).code() == NNPCCL_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("bootstrap messages are bounds-checked", "[bootstrap]") {
+    FrameHeader h{kFrameMagic, static_cast<uint32_t>(FrameType::Gather), 100};
+    CHECK(check_frame_header(h, 100).is_ok());
+    CHECK_FALSE(check_frame_header(h, 99).is_ok());
+    h.magic = 0;
+    CHECK_FALSE(check_frame_header(h, 100).is_ok());
+    h = FrameHeader{kFrameMagic, 77, 0};
+    CHECK_FALSE(check_frame_header(h, 100).is_ok());
+
+    Hello hello{};
+    hello.rank = 3;
+    hello.nranks = 2;
+    Hello out;
+    CHECK_FALSE(decode_hello(std::string(reinterpret_cast<char *>(&hello), sizeof hello), &out).is_ok());
+    CHECK_FALSE(decode_hello("short", &out).is_ok());
+
+    std::vector<std::string> parts = {"a", "", "ccc"};
+    std::string wire = encode_gather_result(parts);
+    std::vector<std::string> decoded;
+    REQUIRE(decode_gather_result(wire, 3, &decoded).is_ok());
+    CHECK(decoded == parts);
+    CHECK_FALSE(decode_gather_result(wire, 2, &decoded).is_ok());
+    CHECK_FALSE(decode_gather_result(wire.substr(0, wire.size() - 1), 3, &decoded).is_ok());
+    CHECK_FALSE(decode_gather_result(wire + "x", 3, &decoded).is_ok());
+}
+
+TEST_CASE("the bench's check data catches a single flipped bit", "[check]") {
+    auto p = nnpccl_check::reduced_pattern(NNPCCL_FLOAT32, NNPCCL_SUM, 4);
+    std::vector<float> buf(5000);
+    p.fill(buf.data(), 123, buf.size());
+    CHECK(p.count_wrong(buf.data(), 123, buf.size()) == 0);
+    uint32_t bits;
+    std::memcpy(&bits, &buf[4321], 4);
+    bits ^= 1;
+    std::memcpy(&buf[4321], &bits, 4);
+    CHECK(p.count_wrong(buf.data(), 123, buf.size()) == 1);
+    CHECK(p.count_wrong(buf.data(), 124, buf.size()) > 1000);
+}

@@ -1,0 +1,159 @@
+// Every datatype x op of the kernels against a scalar reference written
+// independently: values go through double (exact for every input used) and
+// the result is narrowed once.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "dtype.hpp"
+#include "reduce.hpp"
+
+using namespace nnpccl;
+
+namespace {
+
+double load(nnpccl_datatype_t dt, const unsigned char *p) {
+    switch (dt) {
+    case NNPCCL_INT8: { int8_t v; std::memcpy(&v, p, 1); return v; }
+    case NNPCCL_UINT8: return *p;
+    case NNPCCL_INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case NNPCCL_UINT32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case NNPCCL_INT64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case NNPCCL_UINT64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case NNPCCL_FLOAT16: { uint16_t v; std::memcpy(&v, p, 2); return half_to_float(v); }
+    case NNPCCL_BFLOAT16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
+    case NNPCCL_FLOAT32: { float v; std::memcpy(&v, p, 4); return v; }
+    default: { double v; std::memcpy(&v, p, 8); return v; }
+    }
+}
+
+bool is_integer(nnpccl_datatype_t dt) { return dt <= NNPCCL_UINT64; }
+
+// Integer results wrap: compute modulo 2^bits from the exact value.
+void store(nnpccl_datatype_t dt, unsigned char *p, double v) {
+    switch (dt) {
+    case NNPCCL_INT8:
+    case NNPCCL_UINT8: { auto w = static_cast<uint8_t>(static_cast<int64_t>(v)); std::memcpy(p, &w, 1); break; }
+    case NNPCCL_INT32:
+    case NNPCCL_UINT32: { auto w = static_cast<uint32_t>(static_cast<int64_t>(v)); std::memcpy(p, &w, 4); break; }
+    case NNPCCL_INT64: { auto w = static_cast<int64_t>(v); std::memcpy(p, &w, 8); break; }
+    case NNPCCL_UINT64: { auto w = static_cast<uint64_t>(v); std::memcpy(p, &w, 8); break; }
+    case NNPCCL_FLOAT16: { uint16_t w = float_to_half(static_cast<float>(v)); std::memcpy(p, &w, 2); break; }
+    case NNPCCL_BFLOAT16: { uint16_t w = float_to_bf16(static_cast<float>(v)); std::memcpy(p, &w, 2); break; }
+    case NNPCCL_FLOAT32: { auto w = static_cast<float>(v); std::memcpy(p, &w, 4); break; }
+    default: std::memcpy(p, &v, 8); break;
+    }
+}
+
+// Inputs small enough that sums and products are exact in double and in
+// float (where 16-bit types accumulate), but that overflow int8/uint8.
+double random_value(nnpccl_datatype_t dt, std::mt19937 &rng) {
+    bool is_unsigned = dt == NNPCCL_UINT8 || dt == NNPCCL_UINT32 || dt == NNPCCL_UINT64;
+    std::uniform_int_distribution<int> d(is_unsigned ? 0 : -100, 100);
+    double v = d(rng);
+    if (!is_integer(dt)) v /= 4; // quarters: exact in every float type
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("reduction kernels match a scalar reference for every datatype and op", "[reduce]") {
+    std::mt19937 rng(12345);
+    const size_t n = 1031; // odd, so vector loops have a tail
+    for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d) {
+        auto dt = static_cast<nnpccl_datatype_t>(d);
+        const size_t es = datatype_size(dt);
+        for (int o = 0; o < NNPCCL_NUM_OPS; ++o) {
+            auto op = static_cast<nnpccl_redop_t>(o);
+            for (uint32_t divisor : {1u, 3u}) {
+                if (divisor != 1 && op != NNPCCL_AVG) continue;
+                DYNAMIC_SECTION(datatype_name(dt) << " " << redop_name(op) << " / " << divisor) {
+                    std::vector<unsigned char> a(n * es), b(n * es), out(n * es), expect(n * es);
+                    for (size_t i = 0; i < n; ++i) {
+                        store(dt, &a[i * es], random_value(dt, rng));
+                        store(dt, &b[i * es], random_value(dt, rng));
+                    }
+                    for (size_t i = 0; i < n; ++i) {
+                        double x = load(dt, &a[i * es]), y = load(dt, &b[i * es]), r = 0;
+                        switch (op) {
+                        case NNPCCL_SUM: case NNPCCL_AVG: r = x + y; break;
+                        case NNPCCL_PROD: r = x * y; break;
+                        case NNPCCL_MIN: r = std::min(x, y); break;
+                        case NNPCCL_MAX: r = std::max(x, y); break;
+                        default: break;
+                        }
+                        if (op == NNPCCL_AVG && divisor > 1) {
+                            if (is_integer(dt)) {
+                                // The wrapped sum, read back as the type, then truncated.
+                                unsigned char wrapped[8];
+                                store(dt, wrapped, r);
+                                r = std::trunc(load(dt, wrapped) / divisor);
+                            } else if (dt == NNPCCL_FLOAT64) {
+                                r = r / divisor;
+                            } else {
+                                r = static_cast<float>(r) / static_cast<float>(divisor);
+                            }
+                        }
+                        store(dt, &expect[i * es], r);
+                    }
+                    reduce(out.data(), a.data(), b.data(), n, dt, op, divisor);
+                    size_t wrong = 0;
+                    for (size_t i = 0; i < n; ++i) wrong += std::memcmp(&out[i * es], &expect[i * es], es) != 0;
+                    CHECK(wrong == 0);
+                    // In place (dst == a) gives the same bits.
+                    reduce(a.data(), a.data(), b.data(), n, dt, op, divisor);
+                    CHECK(std::memcmp(a.data(), out.data(), out.size()) == 0);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("bfloat16 and float16 sums round once, to nearest even", "[reduce]") {
+    // 256 + 1 is halfway between bf16 neighbours 256 and 258: even is 256;
+    // 258 + 1 = 259 is halfway between 258 and 260: even is 260.
+    uint16_t a[2] = {float_to_bf16(256.0f), float_to_bf16(258.0f)};
+    uint16_t b[2] = {float_to_bf16(1.0f), float_to_bf16(1.0f)};
+    uint16_t out[2];
+    reduce(out, a, b, 2, NNPCCL_BFLOAT16, NNPCCL_SUM, 1);
+    CHECK(bf16_to_float(out[0]) == 256.0f);
+    CHECK(bf16_to_float(out[1]) == 260.0f);
+    // float16: 2048 + 1 -> 2048, 2050 + 1 -> 2052.
+    uint16_t ha[2] = {float_to_half(2048.0f), float_to_half(2050.0f)};
+    uint16_t hb[2] = {float_to_half(1.0f), float_to_half(1.0f)};
+    reduce(out, ha, hb, 2, NNPCCL_FLOAT16, NNPCCL_SUM, 1);
+    CHECK(half_to_float(out[0]) == 2048.0f);
+    CHECK(half_to_float(out[1]) == 2052.0f);
+    // Overflow to infinity in float16: 60000 + 60000.
+    uint16_t big = float_to_half(60000.0f);
+    reduce(out, &big, &big, 1, NNPCCL_FLOAT16, NNPCCL_SUM, 1);
+    CHECK(std::isinf(half_to_float(out[0])));
+}
+
+TEST_CASE("integer sums and products wrap", "[reduce]") {
+    int8_t a = 100, b = 100, r = 0;
+    reduce(&r, &a, &b, 1, NNPCCL_INT8, NNPCCL_SUM, 1);
+    CHECK(r == static_cast<int8_t>(-56));
+    uint32_t x = 0xffffffffu, y = 2, z = 0;
+    reduce(&z, &x, &y, 1, NNPCCL_UINT32, NNPCCL_SUM, 1);
+    CHECK(z == 1u);
+    int64_t big = std::numeric_limits<int64_t>::max(), two = 2, p = 0;
+    reduce(&p, &big, &two, 1, NNPCCL_INT64, NNPCCL_PROD, 1);
+    CHECK(p == -2);
+}
+
+TEST_CASE("divide finishes avg without a combine", "[reduce]") {
+    float v[3] = {3.0f, 6.0f, -9.0f}, out[3];
+    divide(out, v, 3, NNPCCL_FLOAT32, 3);
+    CHECK(out[0] == 1.0f);
+    CHECK(out[1] == 2.0f);
+    CHECK(out[2] == -3.0f);
+    int32_t iv[2] = {7, -7}, iout[2];
+    divide(iout, iv, 2, NNPCCL_INT32, 2);
+    CHECK(iout[0] == 3);
+    CHECK(iout[1] == -3);
+}

@@ -1,0 +1,207 @@
+// Runs every rank's schedule of a collective together in one thread over the
+// in-process loop transport, with tiny chunks and two slots per stream, and
+// checks: every rank finishes (a stuck pass is a deadlock), no message is
+// left over, and every output is bit-exact.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "builders.hpp"
+#include "check_data.hpp"
+#include "dtype.hpp"
+#include "executor.hpp"
+#include "loop/loop_transport.hpp"
+
+using namespace nnpccl;
+using nnpccl_check::input_pattern;
+using nnpccl_check::reduced_pattern;
+
+namespace {
+
+struct Case {
+    Collective collective;
+    int nranks;
+    size_t count; // allreduce/broadcast/reduce: buffer; reduce-scatter/allgather: per-rank block
+    bool in_place;
+    int root;
+    nnpccl_datatype_t dt;
+    nnpccl_redop_t op;
+};
+
+size_t total_elems(const Case &c) {
+    bool blocks = c.collective == Collective::ReduceScatter || c.collective == Collective::Allgather;
+    return blocks ? c.count * static_cast<size_t>(c.nranks) : c.count;
+}
+
+// Returns the number of wrong elements over all ranks; fails the test on a deadlock.
+size_t simulate(const Case &c, const Topology &topology, size_t chunk_elems) {
+    const size_t es = datatype_size(c.dt);
+    const size_t total = total_elems(c);
+    const nnpccl_redop_t pattern_op =
+        (c.collective == Collective::Allgather || c.collective == Collective::Broadcast) ? NNPCCL_SUM : c.op;
+    LoopFabric fabric(c.nranks, chunk_elems * es, 2);
+    std::vector<std::vector<unsigned char>> send(static_cast<size_t>(c.nranks)), recv(static_cast<size_t>(c.nranks));
+    std::vector<std::vector<Transport *>> routes(static_cast<size_t>(c.nranks));
+    std::vector<std::unique_ptr<ScheduleRun>> runs;
+    std::vector<const unsigned char *> outputs;
+    for (int r = 0; r < c.nranks; ++r) {
+        auto ur = static_cast<size_t>(r);
+        auto mine = input_pattern(c.dt, pattern_op, r);
+        recv[ur].assign(total * es + 1, 0);
+        const void *sp = nullptr;
+        void *rp = nullptr;
+        if (c.collective == Collective::Allgather) {
+            // Block r of the gathered buffer reads as rank r's pattern.
+            if (c.in_place) {
+                mine.fill(recv[ur].data() + ur * c.count * es, ur * c.count, c.count);
+                sp = recv[ur].data() + ur * c.count * es;
+            } else {
+                send[ur].assign(c.count * es + 1, 0);
+                mine.fill(send[ur].data(), ur * c.count, c.count);
+                sp = send[ur].data();
+            }
+            rp = recv[ur].data();
+        } else if (c.in_place) {
+            mine.fill(recv[ur].data(), 0, total);
+            sp = recv[ur].data();
+            rp = c.collective == Collective::ReduceScatter ? recv[ur].data() + ur * c.count * es : recv[ur].data();
+        } else {
+            send[ur].assign(total * es + 1, 0);
+            mine.fill(send[ur].data(), 0, total);
+            sp = send[ur].data();
+            rp = recv[ur].data();
+        }
+        outputs.push_back(static_cast<const unsigned char *>(rp));
+        CollectiveArgs args;
+        args.collective = c.collective;
+        args.count = c.count;
+        args.root = c.root;
+        args.in_place = c.in_place;
+        args.rank = r;
+        args.nranks = c.nranks;
+        args.chunk_elems = chunk_elems;
+        OperationBuffers bufs;
+        bufs.send = sp;
+        bufs.recv = rp;
+        bufs.datatype = c.dt;
+        bufs.op = c.op;
+        bufs.nranks = static_cast<uint32_t>(c.nranks);
+        routes[ur].assign(static_cast<size_t>(c.nranks), fabric.endpoint(r));
+        runs.push_back(std::make_unique<ScheduleRun>(plan_schedule(args, topology), bufs, routes[ur]));
+    }
+    bool all_done = false;
+    while (!all_done) {
+        size_t moved = 0;
+        all_done = true;
+        for (auto &run : runs) {
+            size_t n = 0;
+            Status st = run->advance(&n);
+            REQUIRE(st.is_ok());
+            moved += n;
+            all_done = all_done && run->finished();
+        }
+        if (!all_done && moved == 0) {
+            for (size_t r = 0; r < runs.size(); ++r)
+                if (!runs[r]->finished()) UNSCOPED_INFO("rank " << r << " waits for " << runs[r]->blocked_on());
+            FAIL("deadlock: no rank can make progress");
+        }
+    }
+    REQUIRE(fabric.in_flight() == 0);
+    size_t wrong = 0;
+    for (int r = 0; r < c.nranks; ++r) {
+        auto ur = static_cast<size_t>(r);
+        const unsigned char *out = outputs[ur];
+        switch (c.collective) {
+        case Collective::Allreduce: wrong += reduced_pattern(c.dt, c.op, c.nranks).count_wrong(out, 0, total); break;
+        case Collective::ReduceScatter:
+            wrong += reduced_pattern(c.dt, c.op, c.nranks).count_wrong(out, ur * c.count, c.count);
+            break;
+        case Collective::Allgather:
+            for (int q = 0; q < c.nranks; ++q) {
+                auto uq = static_cast<size_t>(q);
+                wrong += input_pattern(c.dt, NNPCCL_SUM, q).count_wrong(out + uq * c.count * es, uq * c.count, c.count);
+            }
+            break;
+        case Collective::Broadcast: wrong += input_pattern(c.dt, NNPCCL_SUM, c.root).count_wrong(out, 0, total); break;
+        case Collective::Reduce:
+            if (r == c.root) wrong += reduced_pattern(c.dt, c.op, c.nranks).count_wrong(out, 0, total);
+            break;
+        case Collective::Barrier: break;
+        }
+    }
+    return wrong;
+}
+
+} // namespace
+
+TEST_CASE("ring schedules are correct and deadlock-free for 1 to 8 ranks", "[schedules]") {
+    const Collective collectives[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
+                                      Collective::Broadcast, Collective::Reduce};
+    const size_t counts[] = {0, 1, 2, 3, 7, 13, 61, 100, 1009};
+    for (int p = 1; p <= 8; ++p) {
+        Topology topo = Topology::flat(p);
+        for (Collective coll : collectives)
+            for (size_t count : counts)
+                for (bool in_place : {false, true})
+                    for (size_t chunk : {size_t{4}, size_t{1000}}) {
+                        int root = p > 1 ? (p * 7 + 3) % p : 0; // a root other than 0 where there is one
+                        Case c{coll, p, count, in_place, root, NNPCCL_FLOAT32, NNPCCL_SUM};
+                        INFO(collective_name(coll) << " p=" << p << " count=" << count << " in_place=" << in_place
+                                                   << " chunk=" << chunk);
+                        CHECK(simulate(c, topo, chunk) == 0);
+                    }
+    }
+}
+
+TEST_CASE("avg divides once on the last hop, for every datatype", "[schedules]") {
+    for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d)
+        for (int p : {1, 3, 4}) {
+            auto dt = static_cast<nnpccl_datatype_t>(d);
+            for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Reduce}) {
+                Case c{coll, p, 37, false, 0, dt, NNPCCL_AVG};
+                INFO(collective_name(coll) << " " << datatype_name(dt) << " p=" << p);
+                CHECK(simulate(c, Topology::flat(p), 5) == 0);
+            }
+        }
+}
+
+TEST_CASE("barrier schedule exchanges zero-byte messages only", "[schedules]") {
+    for (int p = 1; p <= 9; ++p) {
+        CollectiveArgs args;
+        args.collective = Collective::Barrier;
+        args.nranks = p;
+        args.rank = p - 1;
+        auto sched = plan_schedule(args, Topology::flat(p));
+        int rounds = 0;
+        while ((1 << rounds) < p) ++rounds;
+        REQUIRE(sched->channels.size() == 1);
+        CHECK(sched->channels[0].size() == static_cast<size_t>(2 * rounds));
+        for (const Step &s : sched->channels[0]) CHECK(s.count == 0);
+    }
+}
+
+TEST_CASE("a wrong-size message is reported as a mismatch, not used", "[schedules]") {
+    LoopFabric fabric(2, 64, 2);
+    std::vector<Transport *> route0(2, fabric.endpoint(0));
+    // Rank 1 sends 3 floats where rank 0's allreduce of 2 expects 1 per piece.
+    void *slot = fabric.endpoint(1)->try_acquire_send(0, 0);
+    std::memset(slot, 0, 12);
+    fabric.endpoint(1)->commit_send(0, 0, 12);
+    CollectiveArgs args;
+    args.count = 2;
+    args.nranks = 2;
+    args.rank = 0;
+    args.chunk_elems = 16;
+    float in[2] = {1, 2}, out[2] = {0, 0};
+    OperationBuffers bufs;
+    bufs.send = in;
+    bufs.recv = out;
+    bufs.nranks = 2;
+    ScheduleRun run(plan_schedule(args, Topology::flat(2)), bufs, route0);
+    size_t n = 0;
+    Status st = run.advance(&n);
+    CHECK(st.code() == NNPCCL_ERR_INVALID_USAGE);
+    CHECK_THAT(st.message(), Catch::Contains("rank 1"));
+}
