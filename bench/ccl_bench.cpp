@@ -21,19 +21,19 @@
 
 namespace {
 
-enum class Coll { Allreduce, ReduceScatter, Allgather, Broadcast, Reduce };
+using nnpccl::Collective;
 
 struct CollInfo {
     const char *name;
-    Coll coll;
+    Collective coll;
     bool reduces;
     bool rooted;
 };
 
 const CollInfo kColls[] = {
-    {"allreduce", Coll::Allreduce, true, false},     {"reduce_scatter", Coll::ReduceScatter, true, false},
-    {"allgather", Coll::Allgather, false, false},    {"broadcast", Coll::Broadcast, false, true},
-    {"reduce", Coll::Reduce, true, true},
+    {"allreduce", Collective::Allreduce, true, false},     {"reduce_scatter", Collective::ReduceScatter, true, false},
+    {"allgather", Collective::Allgather, false, false},    {"broadcast", Collective::Broadcast, false, true},
+    {"reduce", Collective::Reduce, true, true},
 };
 
 struct Options {
@@ -186,17 +186,8 @@ public:
     int run();
 
 private:
-    // Element counts of one call: the whole buffer (`total`) and the per-rank block.
-    size_t block(size_t total) const {
-        return (o_.coll->coll == Coll::ReduceScatter || o_.coll->coll == Coll::Allgather)
-                   ? total / static_cast<size_t>(nranks_)
-                   : total;
-    }
-    size_t send_elems(size_t total) const { return o_.coll->coll == Coll::Allgather ? block(total) : total; }
-    size_t recv_elems(size_t total) const { return o_.coll->coll == Coll::ReduceScatter ? block(total) : total; }
-    nnpccl_result_t call(const void *send, void *recv, size_t total);
-    void prepare(size_t total, bool in_place, const void **send, void **recv);
-    uint64_t verify(size_t total, bool in_place, const void *recv, uint64_t *oob);
+    nnpccl_check::CallShape shape(size_t total, bool in_place) const;
+    nnpccl_result_t call(const void *send, void *recv, const nnpccl_check::CallShape &s);
     Result measure(size_t total, bool in_place);
     double sum_over_ranks(double v);
     void fail(const char *what, nnpccl_result_t rc);
@@ -217,86 +208,32 @@ void Bench::fail(const char *what, nnpccl_result_t rc) {
     std::exit(1);
 }
 
-nnpccl_result_t Bench::call(const void *send, void *recv, size_t total) {
-    size_t b = block(total);
-    switch (o_.coll->coll) {
-    case Coll::Allreduce: return nnpccl_allreduce(send, recv, total, o_.dt, o_.op, comm_);
-    case Coll::ReduceScatter: return nnpccl_reduce_scatter(send, recv, b, o_.dt, o_.op, comm_);
-    case Coll::Allgather: return nnpccl_allgather(send, recv, b, o_.dt, comm_);
-    case Coll::Broadcast: return nnpccl_broadcast(send, recv, total, o_.dt, o_.root, comm_);
-    case Coll::Reduce: return nnpccl_reduce(send, recv, total, o_.dt, o_.op, o_.root, comm_);
+// `total` is the whole buffer in elements, as the table's count column shows it.
+nnpccl_check::CallShape Bench::shape(size_t total, bool in_place) const {
+    nnpccl_check::CallShape s;
+    s.collective = o_.coll->coll;
+    s.rank = rank_;
+    s.nranks = nranks_;
+    s.count = (s.collective == Collective::ReduceScatter || s.collective == Collective::Allgather)
+                  ? total / static_cast<size_t>(nranks_)
+                  : total;
+    s.root = o_.root;
+    s.dt = o_.dt;
+    s.op = o_.op;
+    s.in_place = in_place;
+    return s;
+}
+
+nnpccl_result_t Bench::call(const void *send, void *recv, const nnpccl_check::CallShape &s) {
+    switch (s.collective) {
+    case Collective::Allreduce: return nnpccl_allreduce(send, recv, s.count, s.dt, s.op, comm_);
+    case Collective::ReduceScatter: return nnpccl_reduce_scatter(send, recv, s.count, s.dt, s.op, comm_);
+    case Collective::Allgather: return nnpccl_allgather(send, recv, s.count, s.dt, comm_);
+    case Collective::Broadcast: return nnpccl_broadcast(send, recv, s.count, s.dt, s.root, comm_);
+    case Collective::Reduce: return nnpccl_reduce(send, recv, s.count, s.dt, s.op, s.root, comm_);
+    case Collective::Barrier: break;
     }
     return NNPCCL_ERR_INTERNAL;
-}
-
-// Fills the inputs (and guards) and returns the pointers for the call.
-void Bench::prepare(size_t total, bool in_place, const void **send, void **recv) {
-    using nnpccl_check::input_pattern;
-    const nnpccl_redop_t pattern_op = o_.coll->reduces ? o_.op : NNPCCL_SUM;
-    nnpccl_check::Pattern mine = input_pattern(o_.dt, pattern_op, rank_);
-    const size_t b = block(total);
-    unsigned char *recv_base = recv_buf_->data;
-    recv_buf_->arm(0);
-    if (!in_place) {
-        send_buf_->arm(send_elems(total) * elem_);
-        *send = send_buf_->data;
-        *recv = recv_base;
-        // Allgather's block of rank r holds elements r*b.. of r's pattern, so
-        // the gathered buffer reads as each rank's pattern in place.
-        size_t first = o_.coll->coll == Coll::Allgather ? static_cast<size_t>(rank_) * b : 0;
-        mine.fill(send_buf_->data, first, send_elems(total));
-        return;
-    }
-    // In place: one buffer, laid out as NCCL's pointer rules say.
-    switch (o_.coll->coll) {
-    case Coll::Allreduce:
-    case Coll::Broadcast:
-    case Coll::Reduce:
-        mine.fill(recv_base, 0, total);
-        recv_buf_->arm(total * elem_);
-        *send = *recv = recv_base;
-        break;
-    case Coll::ReduceScatter:
-        mine.fill(recv_base, 0, total);
-        recv_buf_->arm(total * elem_);
-        *send = recv_base;
-        *recv = recv_base + static_cast<size_t>(rank_) * b * elem_;
-        break;
-    case Coll::Allgather:
-        recv_buf_->arm(0);
-        mine.fill(recv_base + static_cast<size_t>(rank_) * b * elem_, static_cast<size_t>(rank_) * b, b);
-        recv_buf_->arm(total * elem_);
-        *recv = recv_base;
-        *send = recv_base + static_cast<size_t>(rank_) * b * elem_;
-        break;
-    }
-}
-
-uint64_t Bench::verify(size_t total, bool in_place, const void *recv, uint64_t *oob) {
-    using namespace nnpccl_check;
-    const size_t b = block(total);
-    const auto *out = static_cast<const unsigned char *>(recv);
-    uint64_t wrong = 0;
-    size_t used = in_place ? total * elem_ : recv_elems(total) * elem_;
-    switch (o_.coll->coll) {
-    case Coll::Allreduce: wrong = reduced_pattern(o_.dt, o_.op, nranks_).count_wrong(out, 0, total); break;
-    case Coll::ReduceScatter:
-        wrong = reduced_pattern(o_.dt, o_.op, nranks_).count_wrong(out, static_cast<size_t>(rank_) * b, b);
-        if (!in_place) used = b * elem_;
-        break;
-    case Coll::Allgather:
-        for (int r = 0; r < nranks_; ++r)
-            wrong += input_pattern(o_.dt, NNPCCL_SUM, r)
-                         .count_wrong(out + static_cast<size_t>(r) * b * elem_, static_cast<size_t>(r) * b, b);
-        break;
-    case Coll::Broadcast: wrong = input_pattern(o_.dt, NNPCCL_SUM, o_.root).count_wrong(out, 0, total); break;
-    case Coll::Reduce:
-        if (rank_ == o_.root) wrong = reduced_pattern(o_.dt, o_.op, nranks_).count_wrong(out, 0, total);
-        else if (!in_place) used = 0; // recvbuf is not written off the root
-        break;
-    }
-    *oob = recv_buf_->damaged(used);
-    return wrong;
 }
 
 double Bench::sum_over_ranks(double v) {
@@ -308,30 +245,39 @@ double Bench::sum_over_ranks(double v) {
 
 Result Bench::measure(size_t total, bool in_place) {
     Result res;
+    const nnpccl_check::CallShape sh = shape(total, in_place);
     const void *send = nullptr;
     void *recv = nullptr;
-    prepare(total, in_place, &send, &recv);
+    auto prepare = [&] {
+        send_buf_->arm(0);
+        recv_buf_->arm(0);
+        nnpccl_check::lay_out(sh, send_buf_->data, recv_buf_->data, &send, &recv);
+        send_buf_->arm(in_place ? 0 : sh.send_elems() * elem_);
+        recv_buf_->arm(in_place ? sh.total() * elem_ : 0);
+    };
+    prepare();
     for (int i = 0; i < o_.warmup; ++i)
-        if (nnpccl_result_t rc = call(send, recv, total); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+        if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
     if (nnpccl_result_t rc = nnpccl_barrier(comm_); rc != NNPCCL_SUCCESS) fail("barrier", rc);
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i)
-        if (nnpccl_result_t rc = call(send, recv, total); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+        if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o_.iters;
     seconds = sum_over_ranks(seconds) / nranks_;
     res.time_us = seconds * 1e6;
     const double bytes = static_cast<double>(total * elem_);
     res.algbw = seconds > 0 ? bytes / seconds / 1e9 : 0;
     double factor = 1;
-    if (o_.coll->coll == Coll::Allreduce) factor = 2.0 * (nranks_ - 1) / nranks_;
-    if (o_.coll->coll == Coll::ReduceScatter || o_.coll->coll == Coll::Allgather)
-        factor = static_cast<double>(nranks_ - 1) / nranks_;
+    if (sh.collective == Collective::Allreduce) factor = 2.0 * (nranks_ - 1) / nranks_;
+    if (sh.blockwise()) factor = static_cast<double>(nranks_ - 1) / nranks_;
     res.busbw = res.algbw * factor;
     if (o_.check) {
-        prepare(total, in_place, &send, &recv);
-        if (nnpccl_result_t rc = call(send, recv, total); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
-        uint64_t oob = 0;
-        uint64_t wrong = verify(total, in_place, recv, &oob);
+        prepare();
+        if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+        uint64_t wrong = nnpccl_check::count_wrong(sh, recv);
+        // Nothing may be written past what the call owns, nor into the send buffer's guard.
+        uint64_t oob = recv_buf_->damaged(nnpccl_check::bytes_written(sh));
+        if (!in_place) oob += send_buf_->damaged(sh.send_elems() * elem_);
         res.wrong = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(wrong)));
         res.out_of_bounds = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(oob)));
     }
@@ -341,9 +287,7 @@ Result Bench::measure(size_t total, bool in_place) {
 int Bench::run() {
     // Every size of the sweep, rounded down to whole elements (and whole blocks).
     std::vector<size_t> totals;
-    const size_t unit = elem_ * ((o_.coll->coll == Coll::ReduceScatter || o_.coll->coll == Coll::Allgather)
-                                     ? static_cast<size_t>(nranks_)
-                                     : 1);
+    const size_t unit = elem_ * (shape(0, false).blockwise() ? static_cast<size_t>(nranks_) : 1);
     for (size_t bytes = o_.min_bytes; bytes <= o_.max_bytes;) {
         totals.push_back(bytes / unit * unit / elem_);
         size_t next = o_.step_bytes != 0 ? bytes + o_.step_bytes : bytes * o_.step_factor;
@@ -351,7 +295,7 @@ int Bench::run() {
         bytes = next;
     }
     const size_t max_total = *std::max_element(totals.begin(), totals.end());
-    GuardedBuffer send_buf(std::max<size_t>(send_elems(max_total) * elem_, elem_));
+    GuardedBuffer send_buf(std::max<size_t>(shape(max_total, false).send_elems() * elem_, elem_));
     GuardedBuffer recv_buf(std::max<size_t>(max_total * elem_, elem_));
     send_buf_ = &send_buf;
     recv_buf_ = &recv_buf;

@@ -147,3 +147,87 @@ Pattern reduced_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int nranks) {
 }
 
 } // namespace nnpccl_check
+
+namespace nnpccl_check {
+
+using nnpccl::Collective;
+
+bool CallShape::blockwise() const {
+    return collective == Collective::ReduceScatter || collective == Collective::Allgather;
+}
+size_t CallShape::total() const { return blockwise() ? count * static_cast<size_t>(nranks) : count; }
+size_t CallShape::send_elems() const { return collective == Collective::Allgather ? count : total(); }
+
+namespace {
+nnpccl_redop_t pattern_op(const CallShape &s) {
+    return (s.collective == Collective::Allgather || s.collective == Collective::Broadcast) ? NNPCCL_SUM : s.op;
+}
+} // namespace
+
+void lay_out(const CallShape &s, void *send_storage, void *recv_storage, const void **send, void **recv) {
+    const size_t es = nnpccl::datatype_size(s.dt);
+    const auto r = static_cast<size_t>(s.rank);
+    Pattern mine = input_pattern(s.dt, pattern_op(s), s.rank);
+    auto *rs = static_cast<unsigned char *>(recv_storage);
+    // Allgather: rank r's block holds elements r*count.. of its pattern, so
+    // the gathered buffer reads as each rank's pattern at its own offsets.
+    const size_t first = s.collective == Collective::Allgather ? r * s.count : 0;
+    if (!s.in_place) {
+        mine.fill(send_storage, first, s.send_elems());
+        *send = send_storage;
+        *recv = recv_storage;
+        return;
+    }
+    // In place, by NCCL's pointer rules.
+    switch (s.collective) {
+    case Collective::ReduceScatter:
+        mine.fill(rs, 0, s.total());
+        *send = rs;
+        *recv = rs + r * s.count * es;
+        break;
+    case Collective::Allgather:
+        mine.fill(rs + r * s.count * es, first, s.count);
+        *send = rs + r * s.count * es;
+        *recv = rs;
+        break;
+    default:
+        mine.fill(rs, 0, s.total());
+        *send = *recv = rs;
+        break;
+    }
+}
+
+size_t count_wrong(const CallShape &s, const void *recv) {
+    const size_t es = nnpccl::datatype_size(s.dt);
+    const auto *out = static_cast<const unsigned char *>(recv);
+    const auto r = static_cast<size_t>(s.rank);
+    switch (s.collective) {
+    case Collective::Allreduce: return reduced_pattern(s.dt, s.op, s.nranks).count_wrong(out, 0, s.count);
+    case Collective::ReduceScatter: return reduced_pattern(s.dt, s.op, s.nranks).count_wrong(out, r * s.count, s.count);
+    case Collective::Allgather: {
+        size_t wrong = 0;
+        for (int q = 0; q < s.nranks; ++q) {
+            auto uq = static_cast<size_t>(q);
+            wrong += input_pattern(s.dt, NNPCCL_SUM, q).count_wrong(out + uq * s.count * es, uq * s.count, s.count);
+        }
+        return wrong;
+    }
+    case Collective::Broadcast: return input_pattern(s.dt, NNPCCL_SUM, s.root).count_wrong(out, 0, s.count);
+    case Collective::Reduce:
+        return s.rank == s.root ? reduced_pattern(s.dt, s.op, s.nranks).count_wrong(out, 0, s.count) : 0;
+    case Collective::Barrier: break;
+    }
+    return 0;
+}
+
+size_t bytes_written(const CallShape &s) {
+    const size_t es = nnpccl::datatype_size(s.dt);
+    if (s.in_place) return s.total() * es;
+    switch (s.collective) {
+    case Collective::ReduceScatter: return s.count * es;
+    case Collective::Reduce: return s.rank == s.root ? s.count * es : 0;
+    default: return s.total() * es;
+    }
+}
+
+} // namespace nnpccl_check

@@ -38,3 +38,36 @@ Pattern input_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int rank);
 Pattern reduced_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int nranks);
 
 } // namespace nnpccl_check
+
+#include "collective.hpp"
+
+namespace nnpccl_check {
+
+// One call of a collective as one rank sees it, for laying out inputs and
+// checking outputs the same way in ccl-bench and in the tests.
+struct CallShape {
+    nnpccl::Collective collective = nnpccl::Collective::Allreduce;
+    int rank = 0;
+    int nranks = 1;
+    size_t count = 0; // the API's count: per-rank block for reduce_scatter/allgather
+    int root = 0;
+    nnpccl_datatype_t dt = NNPCCL_FLOAT32;
+    nnpccl_redop_t op = NNPCCL_SUM;
+    bool in_place = false;
+
+    bool blockwise() const;
+    size_t total() const;      // elements of the whole buffer
+    size_t send_elems() const; // elements the send buffer needs (out of place)
+};
+
+// Fills this rank's inputs into send_storage (send_elems()) or, in place,
+// into recv_storage (total()), and returns the pointers to pass to the call.
+void lay_out(const CallShape &s, void *send_storage, void *recv_storage, const void **send, void **recv);
+
+// Elements of the output that differ from the exact result (0 off the root of a reduce).
+size_t count_wrong(const CallShape &s, const void *recv);
+
+// Bytes of recv_storage the call may write, from its start (for guard checks).
+size_t bytes_written(const CallShape &s);
+
+} // namespace nnpccl_check

@@ -26,6 +26,8 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
             return 2;
         }
         if (pid == 0) {
+            // A rank is stopped by a plain SIGTERM, whatever handlers the parent installed.
+            for (int sig : {SIGTERM, SIGINT, SIGSEGV, SIGABRT}) signal(sig, SIG_DFL);
             int status = body(rank, nranks, id);
             std::fflush(stdout);
             _exit(status);

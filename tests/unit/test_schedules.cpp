@@ -15,80 +15,46 @@
 #include "loop/loop_transport.hpp"
 
 using namespace nnpccl;
-using nnpccl_check::input_pattern;
-using nnpccl_check::reduced_pattern;
 
 namespace {
 
-struct Case {
-    Collective collective;
-    int nranks;
-    size_t count; // allreduce/broadcast/reduce: buffer; reduce-scatter/allgather: per-rank block
-    bool in_place;
-    int root;
-    nnpccl_datatype_t dt;
-    nnpccl_redop_t op;
-};
-
-size_t total_elems(const Case &c) {
-    bool blocks = c.collective == Collective::ReduceScatter || c.collective == Collective::Allgather;
-    return blocks ? c.count * static_cast<size_t>(c.nranks) : c.count;
-}
+using nnpccl_check::CallShape;
 
 // Returns the number of wrong elements over all ranks; fails the test on a deadlock.
-size_t simulate(const Case &c, const Topology &topology, size_t chunk_elems) {
-    const size_t es = datatype_size(c.dt);
-    const size_t total = total_elems(c);
-    const nnpccl_redop_t pattern_op =
-        (c.collective == Collective::Allgather || c.collective == Collective::Broadcast) ? NNPCCL_SUM : c.op;
-    LoopFabric fabric(c.nranks, chunk_elems * es, 2);
-    std::vector<std::vector<unsigned char>> send(static_cast<size_t>(c.nranks)), recv(static_cast<size_t>(c.nranks));
-    std::vector<std::vector<Transport *>> routes(static_cast<size_t>(c.nranks));
+size_t simulate(CallShape shape, const Topology &topology, size_t chunk_elems) {
+    const size_t es = datatype_size(shape.dt);
+    const int p = shape.nranks;
+    LoopFabric fabric(p, chunk_elems * es, 2);
+    std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
+    std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
     std::vector<std::unique_ptr<ScheduleRun>> runs;
-    std::vector<const unsigned char *> outputs;
-    for (int r = 0; r < c.nranks; ++r) {
+    std::vector<CallShape> shapes;
+    std::vector<const void *> outputs;
+    for (int r = 0; r < p; ++r) {
         auto ur = static_cast<size_t>(r);
-        auto mine = input_pattern(c.dt, pattern_op, r);
-        recv[ur].assign(total * es + 1, 0);
+        shape.rank = r;
+        shapes.push_back(shape);
+        send[ur].assign(shape.send_elems() * es + 1, 0);
+        recv[ur].assign(shape.total() * es + 1, 0);
         const void *sp = nullptr;
         void *rp = nullptr;
-        if (c.collective == Collective::Allgather) {
-            // Block r of the gathered buffer reads as rank r's pattern.
-            if (c.in_place) {
-                mine.fill(recv[ur].data() + ur * c.count * es, ur * c.count, c.count);
-                sp = recv[ur].data() + ur * c.count * es;
-            } else {
-                send[ur].assign(c.count * es + 1, 0);
-                mine.fill(send[ur].data(), ur * c.count, c.count);
-                sp = send[ur].data();
-            }
-            rp = recv[ur].data();
-        } else if (c.in_place) {
-            mine.fill(recv[ur].data(), 0, total);
-            sp = recv[ur].data();
-            rp = c.collective == Collective::ReduceScatter ? recv[ur].data() + ur * c.count * es : recv[ur].data();
-        } else {
-            send[ur].assign(total * es + 1, 0);
-            mine.fill(send[ur].data(), 0, total);
-            sp = send[ur].data();
-            rp = recv[ur].data();
-        }
-        outputs.push_back(static_cast<const unsigned char *>(rp));
+        nnpccl_check::lay_out(shape, send[ur].data(), recv[ur].data(), &sp, &rp);
+        outputs.push_back(rp);
         CollectiveArgs args;
-        args.collective = c.collective;
-        args.count = c.count;
-        args.root = c.root;
-        args.in_place = c.in_place;
+        args.collective = shape.collective;
+        args.count = shape.count;
+        args.root = shape.root;
+        args.in_place = shape.in_place;
         args.rank = r;
-        args.nranks = c.nranks;
+        args.nranks = p;
         args.chunk_elems = chunk_elems;
         OperationBuffers bufs;
         bufs.send = sp;
         bufs.recv = rp;
-        bufs.datatype = c.dt;
-        bufs.op = c.op;
-        bufs.nranks = static_cast<uint32_t>(c.nranks);
-        routes[ur].assign(static_cast<size_t>(c.nranks), fabric.endpoint(r));
+        bufs.datatype = shape.dt;
+        bufs.op = shape.op;
+        bufs.nranks = static_cast<uint32_t>(p);
+        routes[ur].assign(static_cast<size_t>(p), fabric.endpoint(r));
         runs.push_back(std::make_unique<ScheduleRun>(plan_schedule(args, topology), bufs, routes[ur]));
     }
     bool all_done = false;
@@ -110,28 +76,21 @@ size_t simulate(const Case &c, const Topology &topology, size_t chunk_elems) {
     }
     REQUIRE(fabric.in_flight() == 0);
     size_t wrong = 0;
-    for (int r = 0; r < c.nranks; ++r) {
-        auto ur = static_cast<size_t>(r);
-        const unsigned char *out = outputs[ur];
-        switch (c.collective) {
-        case Collective::Allreduce: wrong += reduced_pattern(c.dt, c.op, c.nranks).count_wrong(out, 0, total); break;
-        case Collective::ReduceScatter:
-            wrong += reduced_pattern(c.dt, c.op, c.nranks).count_wrong(out, ur * c.count, c.count);
-            break;
-        case Collective::Allgather:
-            for (int q = 0; q < c.nranks; ++q) {
-                auto uq = static_cast<size_t>(q);
-                wrong += input_pattern(c.dt, NNPCCL_SUM, q).count_wrong(out + uq * c.count * es, uq * c.count, c.count);
-            }
-            break;
-        case Collective::Broadcast: wrong += input_pattern(c.dt, NNPCCL_SUM, c.root).count_wrong(out, 0, total); break;
-        case Collective::Reduce:
-            if (r == c.root) wrong += reduced_pattern(c.dt, c.op, c.nranks).count_wrong(out, 0, total);
-            break;
-        case Collective::Barrier: break;
-        }
-    }
+    for (int r = 0; r < p; ++r) wrong += nnpccl_check::count_wrong(shapes[static_cast<size_t>(r)], outputs[static_cast<size_t>(r)]);
     return wrong;
+}
+
+CallShape make_shape(Collective coll, int p, size_t count, bool in_place, int root, nnpccl_datatype_t dt,
+                     nnpccl_redop_t op) {
+    CallShape s;
+    s.collective = coll;
+    s.nranks = p;
+    s.count = count;
+    s.in_place = in_place;
+    s.root = root;
+    s.dt = dt;
+    s.op = op;
+    return s;
 }
 
 } // namespace
@@ -147,7 +106,7 @@ TEST_CASE("ring schedules are correct and deadlock-free for 1 to 8 ranks", "[sch
                 for (bool in_place : {false, true})
                     for (size_t chunk : {size_t{4}, size_t{1000}}) {
                         int root = p > 1 ? (p * 7 + 3) % p : 0; // a root other than 0 where there is one
-                        Case c{coll, p, count, in_place, root, NNPCCL_FLOAT32, NNPCCL_SUM};
+                        CallShape c = make_shape(coll, p, count, in_place, root, NNPCCL_FLOAT32, NNPCCL_SUM);
                         INFO(collective_name(coll) << " p=" << p << " count=" << count << " in_place=" << in_place
                                                    << " chunk=" << chunk);
                         CHECK(simulate(c, topo, chunk) == 0);
@@ -160,7 +119,7 @@ TEST_CASE("avg divides once on the last hop, for every datatype", "[schedules]")
         for (int p : {1, 3, 4}) {
             auto dt = static_cast<nnpccl_datatype_t>(d);
             for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Reduce}) {
-                Case c{coll, p, 37, false, 0, dt, NNPCCL_AVG};
+                CallShape c = make_shape(coll, p, 37, false, 0, dt, NNPCCL_AVG);
                 INFO(collective_name(coll) << " " << datatype_name(dt) << " p=" << p);
                 CHECK(simulate(c, Topology::flat(p), 5) == 0);
             }

@@ -1,0 +1,220 @@
+// The C API as a user meets it, on real ranks: bad input is refused with a
+// message naming the argument and leaves the communicator usable;
+// nonblocking calls complete in order; bootstrap failures end in an error,
+// never a hang; and no shared-memory file outlives the job.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "local_launch.hpp"
+
+namespace {
+
+#define EXPECT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            std::fprintf(stderr, "rank %d: %s:%d: expectation failed: %s\n", rank, __FILE__, __LINE__, #cond);        \
+            ++failures;                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+nnpccl_comm_t init(int rank, int nranks, const nnpccl_unique_id_t &id, int timeout_sec = 30) {
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    cfg.timeout_sec = timeout_sec;
+    nnpccl_comm_t comm = nullptr;
+    if (nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg) != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "rank %d: init failed: %s\n", rank, nnpccl_get_last_error(nullptr));
+        return nullptr;
+    }
+    return comm;
+}
+
+bool mentions(const char *text, const char *word) { return std::strstr(text, word) != nullptr; }
+
+// One allreduce of rank+1 over all ranks must give n(n+1)/2.
+bool allreduce_works(nnpccl_comm_t comm, int rank, int nranks) {
+    int32_t mine = rank + 1, sum = 0;
+    return nnpccl_allreduce(&mine, &sum, 1, NNPCCL_INT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS &&
+           sum == nranks * (nranks + 1) / 2;
+}
+
+int bad_input(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = init(rank, nranks, id);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    float buf[4] = {1, 2, 3, 4};
+    // Each refusal is checked at once: the next call replaces the last error.
+    auto refused = [&](const char *argument, nnpccl_result_t rc) {
+        EXPECT(rc == NNPCCL_ERR_INVALID_ARGUMENT);
+        const char *message =
+            std::strcmp(argument, "comm") == 0 ? nnpccl_get_last_error(nullptr) : nnpccl_get_last_error(comm);
+        if (!mentions(message, argument)) {
+            std::fprintf(stderr, "rank %d: the error for a bad %s says '%s'\n", rank, argument, message);
+            ++failures;
+        }
+        // The communicator stays usable after every refusal.
+        EXPECT(allreduce_works(comm, rank, nranks));
+    };
+    refused("comm", nnpccl_allreduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, nullptr));
+    refused("sendbuf", nnpccl_allreduce(nullptr, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("recvbuf", nnpccl_allreduce(buf, nullptr, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("datatype", nnpccl_allreduce(buf, buf, 4, static_cast<nnpccl_datatype_t>(42), NNPCCL_SUM, comm));
+    refused("op", nnpccl_allreduce(buf, buf, 4, NNPCCL_FLOAT32, static_cast<nnpccl_redop_t>(-1), comm));
+    refused("root", nnpccl_broadcast(buf, buf, 4, NNPCCL_FLOAT32, nranks, comm));
+    refused("root", nnpccl_reduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, -1, comm));
+    refused("count", nnpccl_allreduce(buf, buf, SIZE_MAX / 2, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("recvcount", nnpccl_reduce_scatter(buf, buf, SIZE_MAX / 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("recvbuf", nnpccl_allgather(buf, nullptr, 1, NNPCCL_FLOAT32, comm));
+    refused("request", nnpccl_iallreduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm, nullptr));
+    // Count 0 with NULL buffers is fine.
+    EXPECT(nnpccl_allreduce(nullptr, nullptr, 0, NNPCCL_FLOAT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+    // Broadcast's sendbuf is only read on the root.
+    EXPECT(nnpccl_broadcast(rank == 0 ? buf : nullptr, buf, 4, NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
+    // Reduce's recvbuf is only written on the root.
+    EXPECT(nnpccl_reduce(buf, rank == 0 ? buf : nullptr, 4, NNPCCL_FLOAT32, NNPCCL_SUM, 0, comm) == NNPCCL_SUCCESS);
+    int r = -1, n = -1;
+    EXPECT(nnpccl_comm_rank(comm, &r) == NNPCCL_SUCCESS && r == rank);
+    EXPECT(nnpccl_comm_size(comm, &n) == NNPCCL_SUCCESS && n == nranks);
+    EXPECT(nnpccl_comm_rank(comm, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    nnpccl_result_t async = NNPCCL_ERR_INTERNAL;
+    EXPECT(nnpccl_comm_get_async_error(comm, &async) == NNPCCL_SUCCESS && async == NNPCCL_SUCCESS);
+    EXPECT(allreduce_works(comm, rank, nranks));
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+int nonblocking(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = init(rank, nranks, id);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    const int kOps = 8;
+    const size_t n = 100003;
+    std::vector<std::vector<int64_t>> in(kOps, std::vector<int64_t>(n)), out(kOps, std::vector<int64_t>(n, -1));
+    std::vector<nnpccl_request_t> reqs(kOps, nullptr);
+    for (int k = 0; k < kOps; ++k) {
+        for (size_t i = 0; i < n; ++i) in[k][i] = static_cast<int64_t>(i) * (k + 1) + rank;
+        EXPECT(nnpccl_iallreduce(in[k].data(), out[k].data(), n, NNPCCL_INT64, NNPCCL_SUM, comm, &reqs[k]) ==
+               NNPCCL_SUCCESS);
+    }
+    nnpccl_request_t barrier = nullptr;
+    EXPECT(nnpccl_ibarrier(comm, &barrier) == NNPCCL_SUCCESS);
+    // Half are waited for, half polled with nnpccl_test (the runtime progresses them by itself).
+    for (int k = 0; k < kOps; ++k) {
+        if (k % 2 == 0) {
+            EXPECT(nnpccl_wait(reqs[k]) == NNPCCL_SUCCESS);
+        } else {
+            int done = 0;
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (!done && std::chrono::steady_clock::now() < deadline) {
+                EXPECT(nnpccl_test(reqs[k], &done) == NNPCCL_SUCCESS);
+                if (!done) usleep(100);
+            }
+            EXPECT(done == 1);
+        }
+        const int64_t ranks_sum = static_cast<int64_t>(nranks) * (nranks - 1) / 2;
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; ++i)
+            wrong += out[k][i] != static_cast<int64_t>(i) * (k + 1) * nranks + ranks_sum;
+        EXPECT(wrong == 0);
+    }
+    EXPECT(nnpccl_wait(barrier) == NNPCCL_SUCCESS);
+    // A freed request's operation still completes; destroy waits for it.
+    nnpccl_request_t orphan = nullptr;
+    EXPECT(nnpccl_iallreduce(in[0].data(), out[0].data(), n, NNPCCL_INT64, NNPCCL_SUM, comm, &orphan) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_request_free(orphan) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+std::vector<std::string> shm_files() {
+    std::vector<std::string> names;
+    if (DIR *d = opendir("/dev/shm")) {
+        while (dirent *e = readdir(d))
+            if (std::strncmp(e->d_name, "nnpccl-", 7) == 0) names.push_back(e->d_name);
+        closedir(d);
+    }
+    return names;
+}
+
+} // namespace
+
+TEST_CASE("bad arguments are refused by name and the communicator stays usable", "[mp][api]") {
+    CHECK(run_local_ranks(2, bad_input) == 0);
+    CHECK(run_local_ranks(3, bad_input) == 0);
+}
+
+TEST_CASE("nonblocking operations complete in order, by wait or by test", "[mp][api]") {
+    CHECK(run_local_ranks(3, nonblocking) == 0);
+}
+
+TEST_CASE("init arguments are checked before anything is contacted", "[api]") {
+    nnpccl_comm_t comm = nullptr;
+    nnpccl_unique_id_t id;
+    std::memset(&id, 0, sizeof id);
+    CHECK(nnpccl_comm_init_rank(&comm, 2, id, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("unique id"));
+    REQUIRE(nnpccl_get_unique_id(&id) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_comm_init_rank(&comm, 2, id, 2, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("rank=2"));
+    CHECK(nnpccl_comm_init_rank(&comm, 0, id, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_comm_init_rank(nullptr, 1, id, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    int version = 0;
+    CHECK(nnpccl_get_version(&version) == NNPCCL_SUCCESS);
+    CHECK(version == NNPCCL_VERSION_CODE);
+    CHECK(std::string(nnpccl_get_error_string(NNPCCL_ERR_TIMEOUT)) == "timeout");
+}
+
+TEST_CASE("a rank that never joins ends init with a timeout, not a hang", "[mp][bootstrap]") {
+    nnpccl_unique_id_t id;
+    REQUIRE(nnpccl_get_unique_id(&id) == NNPCCL_SUCCESS);
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    cfg.timeout_sec = 2;
+    nnpccl_comm_t comm = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, 2, id, 0, &cfg); // rank 1 never comes
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(rc == NNPCCL_ERR_TIMEOUT);
+    CHECK(seconds < 10);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("rank 0"));
+}
+
+TEST_CASE("an unreachable root ends init with a timeout naming it", "[mp][bootstrap]") {
+    // A root that listens nowhere: a port on loopback that nothing holds.
+    setenv("NNPCCL_ROOT", "127.0.0.1:9", 1);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    cfg.timeout_sec = 1;
+    nnpccl_comm_t comm = nullptr;
+    nnpccl_result_t rc = nnpccl_comm_init_from_env(&comm, &cfg);
+    unsetenv("NNPCCL_ROOT");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    CHECK(rc == NNPCCL_ERR_TIMEOUT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("127.0.0.1:9"));
+}
+
+TEST_CASE("no shared-memory file is left behind, even when a rank is killed", "[mp][shm]") {
+    auto before = shm_files();
+    int status = run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        nnpccl_comm_t comm = init(rank, nranks, id, 5);
+        if (comm == nullptr) return 1;
+        if (rank == 2) raise(SIGKILL); // after init: its segment must already be gone
+        float x = 1, y = 0;
+        nnpccl_result_t rc = nnpccl_allreduce(&x, &y, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+        // The survivors see the dead rank as an error (or are stopped by the launcher), never hang.
+        nnpccl_comm_abort(comm);
+        return rc == NNPCCL_SUCCESS ? 1 : 0;
+    });
+    CHECK(status != 0); // the killed rank makes the job fail
+    CHECK(shm_files() == before);
+}
