@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the build into a scratch prefix and compiles the C smoke program
+# against it the way a user would: the installed header, `pkg-config --cflags
+# --libs nnpccl`, and the installed shared library at run time.
+set -eu
+build_dir=$1
+source_dir=$2
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+meson install -C "$build_dir" --destdir "$scratch" --quiet >/dev/null
+prefix=$(meson introspect "$build_dir" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
+libdir=$(meson introspect "$build_dir" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="libdir"][0])')
+root="$scratch$prefix"
+pcdir="$root/$libdir/pkgconfig"
+test -f "$root/include/nnpccl.h"
+test -f "$pcdir/nnpccl.pc"
+# The .pc names the final prefix; point it at the scratch copy.
+flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$root" --cflags --libs nnpccl)
+# shellcheck disable=SC2086
+cc -std=c99 -Wall -Wextra -Werror -pedantic "$source_dir/tests/c_api/allreduce_smoke.c" -o "$scratch/smoke" $flags
+LD_LIBRARY_PATH="$root/$libdir" "$scratch/smoke"
