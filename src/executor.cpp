@@ -55,10 +55,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     if (step.count == 0) {
         // A zero-byte message (the barrier's signal) carries no data to touch.
     } else if (rx != nullptr && step.has(kReduce)) {
-        // Reduce once, into the store target when there is one, then copy on.
         void *target = store ? static_cast<void *>(dst) : out;
-        reduce(target, in, src, step.count, buffers_.datatype, buffers_.op, divisor);
-        if (store && out != nullptr) std::memcpy(out, dst, bytes);
+        reduce2(target, store ? out : nullptr, in, src, step.count, buffers_.datatype, buffers_.op, divisor);
     } else if (rx != nullptr) {
         if (store) std::memcpy(dst, in, bytes);
         if (out != nullptr) std::memcpy(out, in, bytes);
