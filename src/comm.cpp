@@ -56,6 +56,7 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     }
     std::vector<Transport *> transports;
     for (auto &t : comm->transports) transports.push_back(t.get());
+    comm->reduce_scratch.assign(comm->settings.chunk_bytes, 0);
     comm->engine = std::make_unique<Engine>(transports, comm->settings, static_cast<int>(local.size()));
     LOG_INFO("communicator ready: rank %d of %d, %zu on this host, topology %s", rank, nranks, local.size(),
              comm->topology.name().c_str());
@@ -111,7 +112,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     op->description = format("%s #%llu (%zu x %s, %s%s)", collective_name(call.collective),
                              static_cast<unsigned long long>(next_sequence++), call.count,
                              datatype_name(call.datatype), redop_name(call.op), in_place ? ", in place" : "");
-    op->run = std::make_unique<ScheduleRun>(schedule, buffers, route);
+    op->run = std::make_unique<ScheduleRun>(schedule, buffers, route, reduce_scratch.data());
     engine->submit(op, background);
     *out = op;
     return Status::ok();

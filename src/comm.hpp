@@ -42,6 +42,7 @@ struct nnpccl_comm {
     std::vector<nnpccl::Transport *> route; // by peer
     nnpccl::Topology topology;
     std::unique_ptr<nnpccl::Engine> engine;
+    std::vector<unsigned char> reduce_scratch; // one chunk; used by whichever thread drives the engine
     uint64_t next_sequence = 0;
 
     using CacheKey = std::tuple<int, size_t, size_t, int, bool>; // collective, count, element size, root, in place

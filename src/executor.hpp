@@ -27,9 +27,11 @@ struct OperationBuffers {
 
 class ScheduleRun {
 public:
-    // `route[peer]` is the transport that reaches peer.
+    // `route[peer]` is the transport that reaches peer. `scratch` holds one
+    // message (the largest a route carries); runs that are driven one at a
+    // time may share it.
     ScheduleRun(std::shared_ptr<const Schedule> schedule, const OperationBuffers &buffers,
-                const std::vector<Transport *> &route);
+                const std::vector<Transport *> &route, unsigned char *scratch);
 
     // Runs every step that can run now; *progressed counts them. An error
     // (a message of the wrong size, say) ends the run.
@@ -49,6 +51,7 @@ private:
     size_t elem_size_;
     const std::vector<Transport *> &route_;
     std::vector<size_t> cursor_;
+    unsigned char *scratch_; // one message: where a reduce lands before it is sent
 };
 
 } // namespace nnpccl

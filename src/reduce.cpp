@@ -61,34 +61,28 @@ template <typename Acc> Acc divide_by(Acc x, uint32_t d) {
 }
 
 template <typename Repr, typename Fn>
-void combine(void *dst, void *dst2, const void *a, const void *b, size_t n, Fn fn) {
+void combine(void *dst, const void *a, const void *b, size_t n, Fn fn) {
     using S = typename Repr::Storage;
     S *d = static_cast<S *>(dst);
-    S *d2 = static_cast<S *>(dst2);
     const S *x = static_cast<const S *>(a);
     const S *y = static_cast<const S *>(b);
-    if (d2 == nullptr) {
-        for (size_t i = 0; i < n; ++i) d[i] = Repr::store(fn(Repr::load(x[i]), Repr::load(y[i])));
-    } else {
-        for (size_t i = 0; i < n; ++i) d[i] = d2[i] = Repr::store(fn(Repr::load(x[i]), Repr::load(y[i])));
-    }
+    for (size_t i = 0; i < n; ++i) d[i] = Repr::store(fn(Repr::load(x[i]), Repr::load(y[i])));
 }
 
 template <typename Repr>
-void reduce_typed(void *dst, void *dst2, const void *a, const void *b, size_t n, nnpccl_redop_t op,
-                  uint32_t divisor) {
+void reduce_typed(void *dst, const void *a, const void *b, size_t n, nnpccl_redop_t op, uint32_t divisor) {
     using Acc = typename Repr::Acc;
     switch (op) {
     case NNPCCL_SUM:
     case NNPCCL_AVG:
         if (divisor > 1)
-            combine<Repr>(dst, dst2, a, b, n, [divisor](Acc x, Acc y) { return divide_by(wrap_add(x, y), divisor); });
+            combine<Repr>(dst, a, b, n, [divisor](Acc x, Acc y) { return divide_by(wrap_add(x, y), divisor); });
         else
-            combine<Repr>(dst, dst2, a, b, n, [](Acc x, Acc y) { return wrap_add(x, y); });
+            combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return wrap_add(x, y); });
         break;
-    case NNPCCL_PROD: combine<Repr>(dst, dst2, a, b, n, [](Acc x, Acc y) { return wrap_mul(x, y); }); break;
-    case NNPCCL_MIN: combine<Repr>(dst, dst2, a, b, n, [](Acc x, Acc y) { return y < x ? y : x; }); break;
-    case NNPCCL_MAX: combine<Repr>(dst, dst2, a, b, n, [](Acc x, Acc y) { return x < y ? y : x; }); break;
+    case NNPCCL_PROD: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return wrap_mul(x, y); }); break;
+    case NNPCCL_MIN: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return y < x ? y : x; }); break;
+    case NNPCCL_MAX: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return x < y ? y : x; }); break;
     default: break;
     }
 }
@@ -117,9 +111,8 @@ template <template <typename> class Visitor, typename... Args> void dispatch(nnp
 }
 
 template <typename Repr> struct ReduceVisitor {
-    static void run(void *dst, void *dst2, const void *a, const void *b, size_t n, nnpccl_redop_t op,
-                    uint32_t divisor) {
-        reduce_typed<Repr>(dst, dst2, a, b, n, op, divisor);
+    static void run(void *dst, const void *a, const void *b, size_t n, nnpccl_redop_t op, uint32_t divisor) {
+        reduce_typed<Repr>(dst, a, b, n, op, divisor);
     }
 };
 template <typename Repr> struct DivideVisitor {
@@ -132,13 +125,8 @@ template <typename Repr> struct DivideVisitor {
 
 void reduce(void *dst, const void *a, const void *b, size_t count, nnpccl_datatype_t dt, nnpccl_redop_t op,
             uint32_t divisor) {
-    reduce2(dst, nullptr, a, b, count, dt, op, divisor);
-}
-
-void reduce2(void *dst, void *dst2, const void *a, const void *b, size_t count, nnpccl_datatype_t dt,
-             nnpccl_redop_t op, uint32_t divisor) {
     if (op != NNPCCL_AVG) divisor = 1;
-    dispatch<ReduceVisitor>(dt, dst, dst2, a, b, count, op, divisor);
+    dispatch<ReduceVisitor>(dt, dst, a, b, count, op, divisor);
 }
 
 void divide(void *dst, const void *src, size_t count, nnpccl_datatype_t dt, uint32_t divisor) {

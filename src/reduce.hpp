@@ -16,11 +16,6 @@ namespace nnpccl {
 void reduce(void *dst, const void *a, const void *b, size_t count, nnpccl_datatype_t dt,
             nnpccl_redop_t op, uint32_t divisor);
 
-// The same, written to two places in one pass (the ring's reduce-and-forward
-// step stores its result and sends it on without reading it back).
-void reduce2(void *dst, void *dst2, const void *a, const void *b, size_t count, nnpccl_datatype_t dt,
-             nnpccl_redop_t op, uint32_t divisor);
-
 // dst[i] = src[i] / divisor (the finishing step of avg where no combine is
 // left to fuse it into); a plain copy when divisor <= 1. dst may equal src.
 void divide(void *dst, const void *src, size_t count, nnpccl_datatype_t dt, uint32_t divisor);

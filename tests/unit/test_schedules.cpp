@@ -28,6 +28,7 @@ size_t simulate(CallShape shape, const Topology &topology, size_t chunk_elems) {
     std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
     std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
     std::vector<std::unique_ptr<ScheduleRun>> runs;
+    std::vector<unsigned char> scratch(chunk_elems * es);
     std::vector<CallShape> shapes;
     std::vector<const void *> outputs;
     for (int r = 0; r < p; ++r) {
@@ -55,7 +56,7 @@ size_t simulate(CallShape shape, const Topology &topology, size_t chunk_elems) {
         bufs.op = shape.op;
         bufs.nranks = static_cast<uint32_t>(p);
         routes[ur].assign(static_cast<size_t>(p), fabric.endpoint(r));
-        runs.push_back(std::make_unique<ScheduleRun>(plan_schedule(args, topology), bufs, routes[ur]));
+        runs.push_back(std::make_unique<ScheduleRun>(plan_schedule(args, topology), bufs, routes[ur], scratch.data()));
     }
     bool all_done = false;
     while (!all_done) {
@@ -158,7 +159,8 @@ TEST_CASE("a wrong-size message is reported as a mismatch, not used", "[schedule
     bufs.send = in;
     bufs.recv = out;
     bufs.nranks = 2;
-    ScheduleRun run(plan_schedule(args, Topology::flat(2)), bufs, route0);
+    std::vector<unsigned char> scratch(64);
+    ScheduleRun run(plan_schedule(args, Topology::flat(2)), bufs, route0, scratch.data());
     size_t n = 0;
     Status st = run.advance(&n);
     CHECK(st.code() == NNPCCL_ERR_INVALID_USAGE);
