@@ -66,6 +66,8 @@ const char kUsage[] =
     "  -o, --op        sum prod min max avg\n"
     "  -r, --root      root rank of broadcast and reduce, default 0\n"
     "  -J, --output_file  also write the results as JSON to this file\n"
+    "  --transport T   auto (shm within a host, ofi across hosts), shm, or ofi (libfabric,\n"
+    "                  NNPCCL_OFI_PROVIDER picks the provider); sets NNPCCL_TRANSPORT\n"
     "  --np N          start N ranks on this host; without it the launcher's environment\n"
     "                  (mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used\n"
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
@@ -126,6 +128,11 @@ Options parse_options(int argc, char **argv) {
         } else if (a == "-r" || a == "--root") o.root = parse_int_arg("-r", next(), 0);
         else if (a == "-J" || a == "--output_file") o.json_path = next();
         else if (a == "--np") o.np = parse_int_arg("--np", next(), 1);
+        else if (a == "--transport") {
+            std::string t = next();
+            if (t != "auto" && t != "shm" && t != "ofi") usage_error("--transport " + t + " is not auto, shm or ofi");
+            setenv("NNPCCL_TRANSPORT", t.c_str(), 1); // every rank inherits it
+        }
         else usage_error("unknown option '" + a + "'");
     }
     if (o.coll == nullptr) usage_error("name a collective");

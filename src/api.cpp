@@ -201,6 +201,12 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     Status st = check_comm(comm);
     if (!st) return report(nullptr, st);
     st = comm->engine->drain();
+    // The last messages may still be leaving this rank: let them go first.
+    Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
+    for (auto &t : comm->transports) {
+        Status flushed = st.is_ok() ? t->flush(deadline) : Status::ok();
+        if (!flushed) st = flushed;
+    }
     comm->magic = 0;
     delete comm;
     return st.code() == NNPCCL_SUCCESS ? NNPCCL_SUCCESS : report(nullptr, st);

@@ -7,6 +7,7 @@
 #include "builders.hpp"
 #include "dtype.hpp"
 #include "log.hpp"
+#include "ofi/ofi_transport.hpp"
 #include "shm/shm_transport.hpp"
 
 using namespace nnpccl;
@@ -34,26 +35,67 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
     NNPCCL_TRY(Bootstrap::join(id, rank, nranks, deadline, &comm->bootstrap));
 
+    // Every rank says where it runs and which transport mode it was given;
+    // ranks must agree on the mode, since transports are set up collectively.
+    const char *mode_names[] = {"auto", "shm", "ofi"};
+    const std::string mode = mode_names[static_cast<int>(comm->settings.transport)];
+    std::vector<std::string> ids;
+    NNPCCL_TRY(comm->bootstrap->allgather(mode + " " + host_identity(), deadline, &ids));
     std::vector<std::string> hosts;
-    NNPCCL_TRY(comm->bootstrap->allgather(host_identity(), deadline, &hosts));
+    for (int r = 0; r < nranks; ++r) {
+        const std::string &id_r = ids[static_cast<size_t>(r)];
+        std::string mode_r = id_r.substr(0, id_r.find(' '));
+        if (mode_r != mode)
+            return invalid_usage("rank %d has NNPCCL_TRANSPORT=%s but rank %d has %s; every rank needs the same",
+                                 rank, mode.c_str(), r, mode_r.c_str());
+        hosts.push_back(id_r.substr(id_r.find(' ') + 1));
+    }
+    const std::string &my_host = hosts[static_cast<size_t>(rank)];
     std::vector<int> local;
-    for (int r = 0; r < nranks; ++r)
-        if (hosts[static_cast<size_t>(r)] == hosts[static_cast<size_t>(rank)]) local.push_back(r);
-    for (int r = 0; r < nranks; ++r)
-        if (hosts[static_cast<size_t>(r)] != hosts[static_cast<size_t>(rank)])
-            return invalid_usage("rank %d runs on host %s, rank %d on %s: ranks on different hosts need the ofi "
-                                 "transport, which this build does not have yet",
-                                 rank, hosts[static_cast<size_t>(rank)].c_str(), r, hosts[static_cast<size_t>(r)].c_str());
+    bool any_remote = false, any_host_shared = false;
+    for (int r = 0; r < nranks; ++r) {
+        if (hosts[static_cast<size_t>(r)] == my_host) local.push_back(r);
+        any_remote = any_remote || hosts[static_cast<size_t>(r)] != hosts[0];
+        for (int q = 0; q < r && !any_host_shared; ++q)
+            any_host_shared = hosts[static_cast<size_t>(q)] == hosts[static_cast<size_t>(r)];
+    }
+    const TransportMode tm = comm->settings.transport;
+    if (tm == TransportMode::Shm && any_remote)
+        return invalid_usage("NNPCCL_TRANSPORT=shm, but the ranks run on more than one host (rank %d on %s, rank 0 on "
+                             "%s)",
+                             rank, my_host.c_str(), hosts[0].c_str());
 
     comm->topology = Topology::flat(nranks);
     comm->route.assign(static_cast<size_t>(nranks), nullptr);
-    if (nranks > 1) {
+    const int channels = static_cast<int>(comm->topology.rings().size());
+    // Both set-ups are collective: every rank takes part when any rank needs one.
+    Transport *shm_transport = nullptr;
+    Transport *ofi_transport = nullptr;
+    if (tm != TransportMode::Ofi && any_host_shared) {
         std::unique_ptr<ShmTransport> shm;
-        int channels = static_cast<int>(comm->topology.rings().size());
         NNPCCL_TRY(ShmTransport::create(*comm->bootstrap, local, channels, comm->settings, deadline, &shm));
-        for (int r : local) comm->route[static_cast<size_t>(r)] = shm.get();
+        shm_transport = shm.get();
         comm->transports.push_back(std::move(shm));
     }
+    if (tm == TransportMode::Ofi || any_remote) {
+        std::unique_ptr<OfiTransport> ofi;
+        NNPCCL_TRY(OfiTransport::create(*comm->bootstrap, channels, comm->settings, deadline, &ofi));
+        ofi_transport = ofi.get();
+        comm->transports.push_back(std::move(ofi));
+    }
+    std::string over_shm, over_ofi;
+    for (int r = 0; r < nranks; ++r) {
+        if (r == rank) continue;
+        bool same_host = hosts[static_cast<size_t>(r)] == my_host;
+        Transport *t = (same_host && tm != TransportMode::Ofi) ? shm_transport : ofi_transport;
+        comm->route[static_cast<size_t>(r)] = t;
+        std::string &list = t == shm_transport ? over_shm : over_ofi;
+        list += (list.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (!over_shm.empty()) LOG_INFO("rank %d reaches rank(s) %s over shm", rank, over_shm.c_str());
+    if (!over_ofi.empty())
+        LOG_INFO("rank %d reaches rank(s) %s over ofi (%s)", rank, over_ofi.c_str(),
+                 static_cast<OfiTransport *>(ofi_transport)->description().c_str());
     std::vector<Transport *> transports;
     for (auto &t : comm->transports) transports.push_back(t.get());
     comm->reduce_scratch.assign(comm->settings.chunk_bytes, 0);

@@ -51,6 +51,11 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     NNPCCL_TRY(env_int("NNPCCL_TIMEOUT", 1, 86400 * 365, &s.timeout_sec));
     NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm_slots));
     NNPCCL_TRY(env_int("NNPCCL_SPIN_US", 0, 1000000, &s.spin_us));
+    std::string transport = env_string("NNPCCL_TRANSPORT");
+    if (transport == "shm") s.transport = TransportMode::Shm;
+    else if (transport == "ofi") s.transport = TransportMode::Ofi;
+    else if (!transport.empty() && transport != "auto")
+        return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm or ofi", transport.c_str());
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {
         auto bytes = parse_size(chunk);

@@ -12,7 +12,10 @@
 
 namespace nnpccl {
 
+enum class TransportMode { Auto, Shm, Ofi };
+
 struct Settings {
+    TransportMode transport = TransportMode::Auto; // NNPCCL_TRANSPORT: auto (shm within a host, ofi across), shm, ofi
     int timeout_sec = 300;            // NNPCCL_TIMEOUT: deadline of every wait on a peer
     size_t chunk_bytes = 512 * 1024;  // NNPCCL_CHUNK_SIZE: pipelining unit and shm slot size
     int shm_slots = 8;                // NNPCCL_SHM_SLOTS: slots per shm queue (pipelining depth)

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "deadline.hpp"
 #include "status.hpp"
 
 namespace nnpccl {
@@ -48,6 +49,10 @@ public:
     virtual Status check_peers() = 0;
     // Tells every peer this rank is failing, so they stop waiting for it.
     virtual void announce_abort() = 0;
+
+    // Waits until every committed message has left this rank's hands, so
+    // the transport can be torn down without losing the last of them.
+    virtual Status flush(const Deadline &) { return Status::ok(); }
 };
 
 } // namespace nnpccl

@@ -1,0 +1,427 @@
+#include "ofi_transport.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include "bootstrap.hpp"
+#include "log.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
+constexpr int kSeqBits = 40;
+constexpr int kChannelBits = 4;
+constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+
+uint64_t make_tag(int src_rank, int channel, uint64_t seq) {
+    return (static_cast<uint64_t>(src_rank) << (kSeqBits + kChannelBits)) |
+           (static_cast<uint64_t>(channel) << kSeqBits) | (seq & kSeqMask);
+}
+
+std::string fi_message(int rc) { return fi_strerror(rc < 0 ? -rc : rc); }
+
+// Frees fi_info lists on every path out of create().
+struct InfoList {
+    fi_info *head = nullptr;
+    ~InfoList() {
+        if (head != nullptr) fi_freeinfo(head);
+    }
+};
+
+bool is_loopback_domain(const fi_info *info) {
+    const char *d = info->domain_attr->name;
+    return d != nullptr && std::strcmp(d, "lo") == 0;
+}
+
+} // namespace
+
+// One slot's operation context. The provider owns `ctx` while the operation
+// is in flight (FI_CONTEXT/FI_CONTEXT2 mode), so it comes first.
+struct SlotOp {
+    fi_context2 ctx;
+    struct Stream *stream;
+    uint32_t index;
+    bool is_send;
+    bool busy;      // send: posted and not completed; recv: posted and not completed
+    bool complete;  // recv only: holds a message not yet released
+    size_t bytes;   // send: length to send; recv: length received
+    uint64_t seq;   // the stream sequence number (and so the tag) of the current operation
+};
+
+struct Stream {
+    int peer = 0;
+    int channel = 0;
+    unsigned char *send_mem = nullptr;
+    unsigned char *recv_mem = nullptr;
+    fid_mr *send_mr = nullptr;
+    fid_mr *recv_mr = nullptr;
+    void *send_desc = nullptr;
+    void *recv_desc = nullptr;
+    std::vector<SlotOp> send_ops;
+    std::vector<SlotOp> recv_ops;
+    uint64_t send_seq = 0; // next message to send
+    uint64_t recv_seq = 0; // next message to hand out
+};
+
+struct OfiTransport::Impl {
+    int rank = 0;
+    int nranks = 0;
+    int channels = 1;
+    int slots = 8;
+    size_t slot_bytes = 0;
+    std::string description;
+    fid_fabric *fabric = nullptr;
+    fid_domain *domain = nullptr;
+    fid_cq *cq = nullptr;
+    fid_av *av = nullptr;
+    fid_ep *ep = nullptr;
+    uint64_t mr_mode = 0;
+    std::vector<fi_addr_t> addrs;
+    std::map<std::pair<int, int>, std::unique_ptr<Stream>> streams;
+    std::deque<SlotOp *> unposted; // posts the provider refused with -FI_EAGAIN, in order
+    uint64_t events = 0;
+    bool cq_can_block = false;
+    Status error;
+
+    // Takes completions: from fi_cq_read, or, with timeout_ms > 0 on a
+    // blockable queue, from fi_cq_sread.
+    void read_completions(int timeout_ms);
+
+    ~Impl();
+    Stream &stream(int peer, int channel);
+    bool post_send(SlotOp *op);
+    bool post_recv(SlotOp *op);
+    void repost_pending();
+    Status register_buffer(void *buf, size_t len, uint64_t access, fid_mr **mr, void **desc);
+    void record_error(const Status &st) {
+        if (error.is_ok()) {
+            error = st;
+            LOG_WARN("%s", st.message().c_str());
+        }
+    }
+};
+
+OfiTransport::Impl::~Impl() {
+    if (ep != nullptr) fi_close(&ep->fid);
+    for (auto &entry : streams) {
+        Stream &s = *entry.second;
+        if (s.send_mr != nullptr) fi_close(&s.send_mr->fid);
+        if (s.recv_mr != nullptr) fi_close(&s.recv_mr->fid);
+        std::free(s.send_mem);
+        std::free(s.recv_mem);
+    }
+    if (av != nullptr) fi_close(&av->fid);
+    if (cq != nullptr) fi_close(&cq->fid);
+    if (domain != nullptr) fi_close(&domain->fid);
+    if (fabric != nullptr) fi_close(&fabric->fid);
+}
+
+Status OfiTransport::Impl::register_buffer(void *buf, size_t len, uint64_t access, fid_mr **mr, void **desc) {
+    *desc = nullptr;
+    if (!(mr_mode & FI_MR_LOCAL)) return Status::ok();
+    int rc = fi_mr_reg(domain, buf, len, access, 0, 0, 0, mr, nullptr);
+    if (rc != 0) return system_error("ofi: fi_mr_reg of %zu bytes: %s", len, fi_message(rc).c_str());
+    if (mr_mode & FI_MR_ENDPOINT) {
+        rc = fi_mr_bind(*mr, &ep->fid, 0);
+        if (rc == 0) rc = fi_mr_enable(*mr);
+        if (rc != 0) return system_error("ofi: binding a memory region: %s", fi_message(rc).c_str());
+    }
+    *desc = fi_mr_desc(*mr);
+    return Status::ok();
+}
+
+Stream &OfiTransport::Impl::stream(int peer, int channel) {
+    auto key = std::make_pair(peer, channel);
+    auto it = streams.find(key);
+    if (it != streams.end()) return *it->second;
+    auto s = std::make_unique<Stream>();
+    s->peer = peer;
+    s->channel = channel;
+    const size_t bytes = static_cast<size_t>(slots) * slot_bytes;
+    s->send_mem = static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
+    s->recv_mem = static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
+    if (s->send_mem == nullptr || s->recv_mem == nullptr) {
+        record_error(system_error("ofi: cannot allocate %zu bytes of buffers for rank %d", 2 * bytes, peer));
+    } else {
+        Status st = register_buffer(s->send_mem, bytes, FI_SEND, &s->send_mr, &s->send_desc);
+        if (st) st = register_buffer(s->recv_mem, bytes, FI_RECV, &s->recv_mr, &s->recv_desc);
+        if (!st) record_error(st);
+    }
+    s->send_ops.resize(static_cast<size_t>(slots));
+    s->recv_ops.resize(static_cast<size_t>(slots));
+    for (int i = 0; i < slots; ++i) {
+        auto ui = static_cast<size_t>(i);
+        s->send_ops[ui] = SlotOp{{}, s.get(), static_cast<uint32_t>(i), true, false, false, 0, 0};
+        s->recv_ops[ui] = SlotOp{{}, s.get(), static_cast<uint32_t>(i), false, false, false, 0, ui};
+    }
+    Stream &ref = *s;
+    streams.emplace(key, std::move(s));
+    if (error.is_ok())
+        for (int i = 0; i < slots; ++i) {
+            SlotOp *op = &ref.recv_ops[static_cast<size_t>(i)];
+            op->busy = true;
+            if (!post_recv(op)) unposted.push_back(op);
+        }
+    return ref;
+}
+
+bool OfiTransport::Impl::post_send(SlotOp *op) {
+    Stream &s = *op->stream;
+    ssize_t rc = fi_tsend(ep, s.send_mem + op->index * slot_bytes, op->bytes, s.send_desc,
+                          addrs[static_cast<size_t>(s.peer)], make_tag(rank, s.channel, op->seq), &op->ctx);
+    if (rc == -FI_EAGAIN) return false;
+    if (rc != 0) record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
+    return true;
+}
+
+bool OfiTransport::Impl::post_recv(SlotOp *op) {
+    Stream &s = *op->stream;
+    ssize_t rc = fi_trecv(ep, s.recv_mem + op->index * slot_bytes, slot_bytes, s.recv_desc, FI_ADDR_UNSPEC,
+                          make_tag(s.peer, s.channel, op->seq), 0, &op->ctx);
+    if (rc == -FI_EAGAIN) return false;
+    if (rc != 0) record_error(system_error("ofi: posting a receive from rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
+    return true;
+}
+
+void OfiTransport::Impl::repost_pending() {
+    while (!unposted.empty()) {
+        SlotOp *op = unposted.front();
+        bool posted = op->is_send ? post_send(op) : post_recv(op);
+        if (!posted) return;
+        unposted.pop_front();
+    }
+}
+
+OfiTransport::OfiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OfiTransport::~OfiTransport() = default;
+
+size_t OfiTransport::max_message_bytes() const { return impl_->slot_bytes; }
+const std::string &OfiTransport::description() const { return impl_->description; }
+
+Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &settings, const Deadline &deadline,
+                            std::unique_ptr<OfiTransport> *out) {
+    auto impl = std::make_unique<Impl>();
+    impl->rank = bootstrap.rank();
+    impl->nranks = bootstrap.nranks();
+    impl->channels = channels;
+    impl->slots = settings.shm_slots;
+    impl->slot_bytes = settings.chunk_bytes;
+    if (impl->nranks >= (1 << 16) || channels > (1 << kChannelBits))
+        return invalid_usage("ofi: tags hold at most 65535 ranks and 16 channels");
+
+    InfoList hints;
+    hints.head = fi_allocinfo();
+    if (hints.head == nullptr) return system_error("ofi: fi_allocinfo failed");
+    fi_info *h = hints.head;
+    h->caps = FI_TAGGED | FI_SEND | FI_RECV;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    std::string provider = env_string("NNPCCL_OFI_PROVIDER");
+    if (provider.empty()) provider = env_string("FI_PROVIDER");
+    if (!provider.empty()) h->fabric_attr->prov_name = strdup(provider.c_str());
+    InfoList found;
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, h, &found.head);
+    if (rc != 0 || found.head == nullptr)
+        return system_error("ofi: no libfabric provider offers reliable tagged messages%s: %s",
+                            provider.empty() ? "" : (" (provider '" + provider + "' was asked for)").c_str(),
+                            fi_message(rc).c_str());
+
+    // Which one: the interface NNPCCL_SOCKET_IFNAME names (tcp names its
+    // domains after interfaces); else, without a provider request, tcp on a
+    // non-loopback interface, which reaches other hosts; else the first.
+    std::string ifname = env_string("NNPCCL_SOCKET_IFNAME");
+    auto score = [&](const fi_info *i) {
+        const char *prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
+        const char *dom = i->domain_attr->name != nullptr ? i->domain_attr->name : "";
+        int s = 0;
+        if (!ifname.empty() && std::strcmp(dom, ifname.c_str()) == 0) s += 8;
+        if (provider.empty() && std::strncmp(prov, "tcp", 3) == 0) s += 4;
+        if (!is_loopback_domain(i)) s += 2;
+        return s;
+    };
+    const fi_info *chosen = nullptr;
+    for (const fi_info *i = found.head; i != nullptr; i = i->next)
+        if (chosen == nullptr || score(i) > score(chosen)) chosen = i;
+    // Every rank must speak the same provider.
+    impl->description = format("%s on %s", chosen->fabric_attr->prov_name, chosen->domain_attr->name);
+    impl->mr_mode = chosen->domain_attr->mr_mode;
+
+    rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
+    if (rc == 0) rc = fi_domain(impl->fabric, const_cast<fi_info *>(chosen), &impl->domain, nullptr);
+    if (rc != 0) return system_error("ofi: opening %s: %s", impl->description.c_str(), fi_message(rc).c_str());
+    // A completion queue we can block on, so a waiting rank sleeps inside
+    // the provider (which then progresses the transfer) instead of napping
+    // between polls; providers without wait objects get a polled one.
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    cq_attr.wait_obj = FI_WAIT_UNSPEC;
+    rc = fi_cq_open(impl->domain, &cq_attr, &impl->cq, nullptr);
+    impl->cq_can_block = rc == 0;
+    if (rc != 0) {
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        rc = fi_cq_open(impl->domain, &cq_attr, &impl->cq, nullptr);
+    }
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    if (rc == 0) rc = fi_av_open(impl->domain, &av_attr, &impl->av, nullptr);
+    if (rc == 0) rc = fi_endpoint(impl->domain, const_cast<fi_info *>(chosen), &impl->ep, nullptr);
+    if (rc == 0) rc = fi_ep_bind(impl->ep, &impl->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (rc == 0) rc = fi_ep_bind(impl->ep, &impl->av->fid, 0);
+    if (rc == 0) rc = fi_enable(impl->ep);
+    if (rc != 0) return system_error("ofi: setting up an endpoint on %s: %s", impl->description.c_str(), fi_message(rc).c_str());
+
+    char name[256];
+    size_t name_len = sizeof name;
+    rc = fi_getname(&impl->ep->fid, name, &name_len);
+    if (rc != 0) return system_error("ofi: fi_getname: %s", fi_message(rc).c_str());
+    std::string mine = impl->description + '\n' + std::string(name, name_len);
+    std::vector<std::string> all;
+    NNPCCL_TRY(bootstrap.allgather(mine, deadline, &all));
+    std::string names;
+    for (int r = 0; r < impl->nranks; ++r) {
+        const std::string &entry = all[static_cast<size_t>(r)];
+        size_t nl = entry.find('\n');
+        std::string provider_of_r = entry.substr(0, nl);
+        // Compare providers, not interfaces: the same provider on different hosts' NICs is fine.
+        auto prov_part = [](const std::string &d) { return d.substr(0, d.find(" on ")); };
+        if (nl == std::string::npos || prov_part(provider_of_r) != prov_part(impl->description))
+            return invalid_usage("ofi: rank %d uses %s but rank %d uses %s; set NNPCCL_OFI_PROVIDER on every rank",
+                                 impl->rank, impl->description.c_str(), r, provider_of_r.c_str());
+        names += entry.substr(nl + 1);
+        if (entry.size() - nl - 1 != name_len)
+            return invalid_usage("ofi: rank %d's endpoint name has %zu bytes, this rank's %zu", r, entry.size() - nl - 1,
+                                 name_len);
+    }
+    impl->addrs.assign(static_cast<size_t>(impl->nranks), FI_ADDR_UNSPEC);
+    int inserted = fi_av_insert(impl->av, names.data(), static_cast<size_t>(impl->nranks), impl->addrs.data(), 0, nullptr);
+    if (inserted != impl->nranks)
+        return system_error("ofi: fi_av_insert took %d of %d addresses", inserted, impl->nranks);
+    LOG_INFO("ofi transport: %s, %d slots of %zu bytes per stream", impl->description.c_str(), impl->slots,
+             impl->slot_bytes);
+    out->reset(new OfiTransport(std::move(impl)));
+    return Status::ok();
+}
+
+void *OfiTransport::try_acquire_send(int peer, int channel) {
+    Stream &s = impl_->stream(peer, channel);
+    if (!impl_->error.is_ok() || s.send_mem == nullptr) return nullptr;
+    SlotOp &op = s.send_ops[s.send_seq % static_cast<uint64_t>(impl_->slots)];
+    if (op.busy) return nullptr;
+    return s.send_mem + op.index * impl_->slot_bytes;
+}
+
+void OfiTransport::commit_send(int peer, int channel, size_t bytes) {
+    Stream &s = impl_->stream(peer, channel);
+    SlotOp *op = &s.send_ops[s.send_seq % static_cast<uint64_t>(impl_->slots)];
+    op->busy = true;
+    op->bytes = bytes;
+    op->seq = s.send_seq++;
+    // Keep posts in order: behind earlier refused ones, or retried later.
+    if (!impl_->unposted.empty() || !impl_->post_send(op)) impl_->unposted.push_back(op);
+}
+
+const void *OfiTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
+    Stream &s = impl_->stream(peer, channel);
+    SlotOp &op = s.recv_ops[s.recv_seq % static_cast<uint64_t>(impl_->slots)];
+    if (!op.complete) return nullptr;
+    *bytes = op.bytes;
+    return s.recv_mem + op.index * impl_->slot_bytes;
+}
+
+void OfiTransport::release_recv(int peer, int channel) {
+    Stream &s = impl_->stream(peer, channel);
+    SlotOp *op = &s.recv_ops[s.recv_seq % static_cast<uint64_t>(impl_->slots)];
+    op->complete = false;
+    op->busy = true;
+    op->seq = s.recv_seq + static_cast<uint64_t>(impl_->slots); // the message `slots` further on
+    ++s.recv_seq;
+    if (!impl_->unposted.empty() || !impl_->post_recv(op)) impl_->unposted.push_back(op);
+}
+
+void OfiTransport::Impl::read_completions(int timeout_ms) {
+    if (cq == nullptr) return;
+    fi_cq_tagged_entry entries[16];
+    bool may_block = timeout_ms > 0 && cq_can_block;
+    while (true) {
+        ssize_t n = may_block ? fi_cq_sread(cq, entries, 16, nullptr, timeout_ms) : fi_cq_read(cq, entries, 16);
+        may_block = false;
+        if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR) break;
+        if (n == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            if (fi_cq_readerr(cq, &err, 0) < 0) break;
+            auto *op = static_cast<SlotOp *>(err.op_context);
+            char detail[256] = "";
+            fi_cq_strerror(cq, err.prov_errno, err.err_data, detail, sizeof detail);
+            int peer = op != nullptr ? op->stream->peer : -1;
+            record_error(remote_error("ofi (%s): %s rank %d failed: %s (%s)", description.c_str(),
+                                      op != nullptr && op->is_send ? "sending to" : "receiving from", peer,
+                                      fi_message(err.err).c_str(), detail));
+            if (op != nullptr) op->busy = false;
+            ++events;
+            continue;
+        }
+        if (n < 0) {
+            record_error(system_error("ofi: reading completions: %s", fi_message(static_cast<int>(n)).c_str()));
+            break;
+        }
+        for (ssize_t i = 0; i < n; ++i) {
+            auto *op = static_cast<SlotOp *>(entries[i].op_context);
+            op->busy = false;
+            if (!op->is_send) {
+                op->complete = true;
+                op->bytes = entries[i].len;
+            }
+        }
+        events += static_cast<uint64_t>(n);
+        if (n < 16) break;
+    }
+    repost_pending();
+}
+
+void OfiTransport::poll() { impl_->read_completions(0); }
+
+uint64_t OfiTransport::event_count() const { return impl_->events; }
+
+void OfiTransport::wait_for_event(uint64_t seen, int timeout_ms) {
+    // Completions only arrive while the provider is called (manual
+    // progress): block in it where it can, else poll with short naps.
+    Deadline until = Deadline::after_seconds(timeout_ms / 1000.0);
+    while (impl_->events == seen && !until.passed()) {
+        impl_->read_completions(impl_->cq_can_block ? std::max(1, until.ms_left()) : 0);
+        if (!impl_->cq_can_block && impl_->events == seen) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
+Status OfiTransport::check_peers() { return impl_->error; }
+
+Status OfiTransport::flush(const Deadline &deadline) {
+    auto sends_in_flight = [&] {
+        for (auto &entry : impl_->streams)
+            for (const SlotOp &op : entry.second->send_ops)
+                if (op.busy) return true;
+        return false;
+    };
+    while (sends_in_flight() && impl_->error.is_ok()) {
+        if (deadline.passed()) return timeout_error("ofi: sends were still in flight at the deadline");
+        poll();
+        std::this_thread::yield();
+    }
+    return impl_->error;
+}
+
+} // namespace nnpccl

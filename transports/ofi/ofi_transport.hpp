@@ -1,0 +1,66 @@
+// libfabric transport: reliable-datagram endpoints (FI_EP_RDM) with tagged
+// messages, for ranks on other hosts (or any rank, with NNPCCL_TRANSPORT=ofi).
+//
+// Each (peer, channel) stream owns `slots` registered send buffers and
+// `slots` registered receive buffers. The receive side keeps the next
+// `slots` messages of each stream pre-posted, so a stream of chunks
+// pipelines like the shared-memory queues do. Cost per message: one copy
+// into the send buffer, the provider's transfer, one pass out of the
+// receive buffer.
+//
+// Tags: source rank (16 bits) | channel (4 bits) | stream sequence (40
+// bits). Every message of a stream has its own sequence number, so
+// messages of different operations, channels or peers never match each
+// other; every communicator has its own endpoint, so communicators cannot
+// match each other either.
+//
+// Memory registration follows what the provider asks for in mr_mode
+// (FI_MR_LOCAL: buffers are registered once, at stream creation, which is
+// the registration cache; FI_MR_ENDPOINT: bound and enabled; FI_MR_ALLOCATED,
+// FI_MR_VIRT_ADDR and FI_MR_PROV_KEY are satisfied because only our own
+// allocated buffers are registered and no remote keys are used).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "deadline.hpp"
+#include "transport.hpp"
+
+namespace nnpccl {
+
+class Bootstrap;
+
+class OfiTransport final : public Transport {
+public:
+    // Collective over the bootstrap: every rank of the communicator calls it.
+    static Status create(Bootstrap &bootstrap, int channels, const Settings &settings, const Deadline &deadline,
+                         std::unique_ptr<OfiTransport> *out);
+    ~OfiTransport() override;
+
+    const char *name() const override { return "ofi"; }
+    size_t max_message_bytes() const override;
+    void *try_acquire_send(int peer, int channel) override;
+    void commit_send(int peer, int channel, size_t bytes) override;
+    const void *try_peek_recv(int peer, int channel, size_t *bytes) override;
+    void release_recv(int peer, int channel) override;
+    void poll() override;
+    uint64_t event_count() const override;
+    void wait_for_event(uint64_t seen, int timeout_ms) override;
+    Status check_peers() override;
+    void announce_abort() override {}
+    Status flush(const Deadline &deadline) override;
+
+    // "tcp;ofi_rxm on eth0", for logs and ccl-bench's header.
+    const std::string &description() const;
+
+    struct Impl;
+
+private:
+    explicit OfiTransport(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace nnpccl
