@@ -14,6 +14,10 @@ namespace nnpccl {
 // reduce-scatter, allgather, broadcast, reduce. See ring.cpp for costs.
 Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<int>> &rings);
 
+// Direct (one-shot) allreduce for small messages: everyone sends everything
+// to everyone and folds the contributions in rank order. See direct.cpp.
+Schedule build_direct_allreduce(const CollectiveArgs &args);
+
 // Dissemination barrier: ceil(log2 p) rounds of zero-byte messages.
 Schedule build_dissemination_barrier(const CollectiveArgs &args, const std::vector<int> &ring);
 

@@ -19,6 +19,7 @@ struct CollectiveArgs {
     int rank = 0;
     int nranks = 1;
     size_t chunk_elems = 1; // the most elements one message may carry
+    size_t elem_size = 4;   // bytes per element (the planner weighs bytes, not elements)
 };
 
 } // namespace nnpccl

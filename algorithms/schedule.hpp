@@ -14,7 +14,8 @@
 
 namespace nnpccl {
 
-enum class Buf : uint8_t { None, Send, Recv };
+// Scratch is per operation, schedule.scratch_elems long.
+enum class Buf : uint8_t { None, Send, Recv, Scratch };
 
 // An element offset into one of the operation's buffers.
 struct BufRef {
@@ -24,7 +25,7 @@ struct BufRef {
 
 enum StepFlag : uint8_t {
     kRecv = 1,   // take the next message from recv_peer
-    kReduce = 2, // combine the received message with src
+    kReduce = 2, // combine the received message with src (without kRecv: dst = dst (op) src)
     kSend = 4,   // send the value to send_peer
     kStore = 8,  // write the value to dst
 };
@@ -44,6 +45,7 @@ struct Step {
 struct Schedule {
     std::string algorithm;
     std::vector<std::vector<Step>> channels;
+    size_t scratch_elems = 0;
 
     size_t step_count() const {
         size_t n = 0;

@@ -141,11 +141,14 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         args.rank = rank;
         args.nranks = nranks;
         args.chunk_elems = chunk_elems;
+        args.elem_size = elem;
         schedule = plan_schedule(args, topology);
         schedule_cache.emplace(key, schedule);
     }
     auto op = std::make_shared<Operation>();
+    op->scratch.resize(schedule->scratch_elems * elem);
     OperationBuffers buffers;
+    buffers.scratch = op->scratch.data();
     buffers.send = call.send;
     buffers.recv = call.recv;
     buffers.datatype = call.datatype;

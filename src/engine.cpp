@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 #include "log.hpp"
 
 namespace nnpccl {
@@ -22,8 +24,12 @@ constexpr int kYieldPhaseUs = 200;
 
 Engine::Engine(std::vector<Transport *> transports, const Settings &settings, int local_ranks)
     : transports_(std::move(transports)), settings_(settings) {
+    // Spinning only pays when every local rank has a core; then spin as long
+    // as the slowest transport usually takes to answer.
     int cores = static_cast<int>(std::thread::hardware_concurrency());
-    spin_us_ = settings.spin_us >= 0 ? settings.spin_us : (local_ranks <= cores ? 20 : 0);
+    int hint = 0;
+    for (Transport *t : transports_) hint = std::max(hint, t->spin_hint_us());
+    spin_us_ = settings.spin_us >= 0 ? settings.spin_us : (local_ranks <= cores ? hint : 0);
 }
 
 Engine::~Engine() {

@@ -4,9 +4,10 @@
 // a progress thread that exists only once a nonblocking call was made. So
 // the runtime progresses itself, and blocking calls pay no thread hand-off.
 //
-// Waiting for peers: spin for NNPCCL_SPIN_US (default 20 µs when there are
-// at least as many cores as local ranks, else 0), yield a few times, then
-// sleep on the transport's doorbell. While waiting, peers' liveness is
+// Waiting for peers: spin for NNPCCL_SPIN_US (default: the transports' own
+// hint, 20 µs for shm and 250 µs for ofi, when there are at least as many
+// cores as local ranks, else 0), yield a few times, then sleep on the
+// transport's doorbell or completion queue. While waiting, peers' liveness is
 // checked every 100 ms, and no progress for NNPCCL_TIMEOUT seconds ends the
 // operation with NNPCCL_ERR_TIMEOUT naming the peer and step.
 #pragma once
@@ -29,6 +30,7 @@ namespace nnpccl {
 struct Operation {
     std::string description; // "allreduce #12 (1024 x float, sum)"
     std::unique_ptr<ScheduleRun> run;
+    std::vector<unsigned char> scratch; // the schedule's scratch buffer, when it has one
 
     std::atomic<bool> done{false};
     Status result; // valid once done

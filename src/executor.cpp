@@ -22,6 +22,7 @@ char *ScheduleRun::address(const BufRef &ref) const {
     switch (ref.buf) {
     case Buf::Send: return const_cast<char *>(static_cast<const char *>(buffers_.send)) + ref.offset * elem_size_;
     case Buf::Recv: return static_cast<char *>(buffers_.recv) + ref.offset * elem_size_;
+    case Buf::Scratch: return static_cast<char *>(buffers_.scratch) + ref.offset * elem_size_;
     case Buf::None: break;
     }
     return nullptr;
@@ -65,6 +66,9 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     } else if (rx != nullptr) {
         if (store) std::memcpy(dst, in, bytes);
         if (out != nullptr) std::memcpy(out, in, bytes);
+    } else if (step.has(kReduce)) {
+        reduce(dst, dst, src, step.count, buffers_.datatype, buffers_.op, divisor);
+        if (out != nullptr) std::memcpy(out, dst, bytes);
     } else {
         void *target = store ? static_cast<void *>(dst) : out;
         divide(target, src, step.count, buffers_.datatype, divisor);

@@ -20,6 +20,7 @@ namespace nnpccl {
 struct OperationBuffers {
     const void *send = nullptr;
     void *recv = nullptr;
+    void *scratch = nullptr; // schedule->scratch_elems elements
     nnpccl_datatype_t datatype = NNPCCL_FLOAT32;
     nnpccl_redop_t op = NNPCCL_SUM;
     uint32_t nranks = 1; // the divisor of avg

@@ -36,6 +36,11 @@ public:
     virtual const void *try_peek_recv(int peer, int channel, size_t *bytes) = 0;
     virtual void release_recv(int peer, int channel) = 0;
 
+    // How long a waiting rank should spin (polling) before it sleeps, when it
+    // has a core of its own: about the time a typical answer takes to come
+    // back over this transport. Waking from a sleep costs tens of µs.
+    virtual int spin_hint_us() const { return 0; }
+
     // Drives completions for transports whose hardware or library needs it.
     virtual void poll() {}
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,13 +21,16 @@ namespace {
 
 using nnpccl_check::CallShape;
 
+using Builder = std::function<Schedule(const CollectiveArgs &)>;
+
 // Returns the number of wrong elements over all ranks; fails the test on a deadlock.
-size_t simulate(CallShape shape, const Topology &topology, size_t chunk_elems) {
+size_t simulate(CallShape shape, const Builder &build, size_t chunk_elems) {
     const size_t es = datatype_size(shape.dt);
     const int p = shape.nranks;
     LoopFabric fabric(p, chunk_elems * es, 2);
     std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
     std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
+    std::vector<std::vector<unsigned char>> scratches(static_cast<size_t>(p));
     std::vector<std::unique_ptr<ScheduleRun>> runs;
     std::vector<unsigned char> scratch(chunk_elems * es);
     std::vector<CallShape> shapes;
@@ -49,14 +53,18 @@ size_t simulate(CallShape shape, const Topology &topology, size_t chunk_elems) {
         args.rank = r;
         args.nranks = p;
         args.chunk_elems = chunk_elems;
+        args.elem_size = es;
+        auto schedule = std::make_shared<const Schedule>(build(args));
+        scratches[ur].resize(schedule->scratch_elems * es);
         OperationBuffers bufs;
+        bufs.scratch = scratches[ur].data();
         bufs.send = sp;
         bufs.recv = rp;
         bufs.datatype = shape.dt;
         bufs.op = shape.op;
         bufs.nranks = static_cast<uint32_t>(p);
         routes[ur].assign(static_cast<size_t>(p), fabric.endpoint(r));
-        runs.push_back(std::make_unique<ScheduleRun>(plan_schedule(args, topology), bufs, routes[ur], scratch.data()));
+        runs.push_back(std::make_unique<ScheduleRun>(schedule, bufs, routes[ur], scratch.data()));
     }
     bool all_done = false;
     while (!all_done) {
@@ -96,6 +104,10 @@ CallShape make_shape(Collective coll, int p, size_t count, bool in_place, int ro
 
 } // namespace
 
+Builder ring_on(const Topology &topology) {
+    return [rings = topology.rings()](const CollectiveArgs &args) { return build_ring(args, rings); };
+}
+
 TEST_CASE("ring schedules are correct and deadlock-free for 1 to 8 ranks", "[schedules]") {
     const Collective collectives[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
                                       Collective::Broadcast, Collective::Reduce};
@@ -110,7 +122,7 @@ TEST_CASE("ring schedules are correct and deadlock-free for 1 to 8 ranks", "[sch
                         CallShape c = make_shape(coll, p, count, in_place, root, NNPCCL_FLOAT32, NNPCCL_SUM);
                         INFO(collective_name(coll) << " p=" << p << " count=" << count << " in_place=" << in_place
                                                    << " chunk=" << chunk);
-                        CHECK(simulate(c, topo, chunk) == 0);
+                        CHECK(simulate(c, ring_on(topo), chunk) == 0);
                     }
     }
 }
@@ -122,9 +134,35 @@ TEST_CASE("avg divides once on the last hop, for every datatype", "[schedules]")
             for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Reduce}) {
                 CallShape c = make_shape(coll, p, 37, false, 0, dt, NNPCCL_AVG);
                 INFO(collective_name(coll) << " " << datatype_name(dt) << " p=" << p);
-                CHECK(simulate(c, Topology::flat(p), 5) == 0);
+                CHECK(simulate(c, ring_on(Topology::flat(p)), 5) == 0);
+                if (coll == Collective::Allreduce) CHECK(simulate(c, build_direct_allreduce, 5) == 0);
             }
         }
+}
+
+TEST_CASE("direct allreduce is correct, in place too, for 1 to 8 ranks", "[schedules]") {
+    for (int p = 1; p <= 8; ++p)
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{64}, size_t{1009}})
+            for (bool in_place : {false, true})
+                for (nnpccl_redop_t op : {NNPCCL_SUM, NNPCCL_PROD, NNPCCL_MIN, NNPCCL_AVG}) {
+                    CallShape c = make_shape(Collective::Allreduce, p, count, in_place, 0, NNPCCL_BFLOAT16, op);
+                    INFO("p=" << p << " count=" << count << " in_place=" << in_place << " " << redop_name(op));
+                    CHECK(simulate(c, build_direct_allreduce, 16) == 0);
+                }
+}
+
+TEST_CASE("the planner takes direct for tiny allreduces and the ring for large ones", "[schedules]") {
+    CollectiveArgs args;
+    args.nranks = 4;
+    args.elem_size = 4;
+    args.chunk_elems = 1 << 17;
+    args.count = 16;
+    CHECK(plan_schedule(args, Topology::flat(4))->algorithm == "direct");
+    args.count = 1 << 20;
+    CHECK(plan_schedule(args, Topology::flat(4))->algorithm == "ring");
+    args.collective = Collective::Broadcast;
+    args.count = 16;
+    CHECK(plan_schedule(args, Topology::flat(4))->algorithm == "ring");
 }
 
 TEST_CASE("barrier schedule exchanges zero-byte messages only", "[schedules]") {
@@ -160,7 +198,8 @@ TEST_CASE("a wrong-size message is reported as a mismatch, not used", "[schedule
     bufs.recv = out;
     bufs.nranks = 2;
     std::vector<unsigned char> scratch(64);
-    ScheduleRun run(plan_schedule(args, Topology::flat(2)), bufs, route0, scratch.data());
+    auto ring = std::make_shared<const Schedule>(build_ring(args, Topology::flat(2).rings()));
+    ScheduleRun run(ring, bufs, route0, scratch.data());
     size_t n = 0;
     Status st = run.advance(&n);
     CHECK(st.code() == NNPCCL_ERR_INVALID_USAGE);
