@@ -2,6 +2,7 @@
 // argument has no effect and leaves the communicator usable), then hands
 // the call to the communicator.
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -143,19 +144,50 @@ const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     return comm->last_error.c_str();
 }
 
+namespace {
+
+// A fresh job secret and a root listening at `where` (port 0: any free port).
+Status make_unique_id(const SockAddr &where, int timeout_sec, nnpccl_unique_id_t *out) {
+    UniqueId id;
+    NNPCCL_TRY(random_secret(&id.secret));
+    NNPCCL_TRY(start_bootstrap_root(where, id.secret, timeout_sec, &id.root));
+    encode_unique_id(id, out);
+    return Status::ok();
+}
+
+// One-host launch without an address: meet through the rendezvous file.
+nnpccl_result_t init_through_file(nnpccl_comm_t *comm, const LaunchEnv &env, const nnpccl_config_t *config) {
+    Settings settings;
+    Status st = resolve_settings(config, &settings);
+    nnpccl_unique_id_t raw;
+    if (st && env.rank == 0) {
+        SockAddr loopback;
+        st = parse_host_port("127.0.0.1:1", &loopback);
+        loopback.set_port(0);
+        if (st) st = make_unique_id(loopback, settings.timeout_sec, &raw);
+        if (st) st = publish_unique_id(env.rendezvous_file, raw);
+    } else if (st) {
+        st = read_unique_id(env.rendezvous_file, Deadline::after_seconds(settings.timeout_sec), &raw);
+    }
+    UniqueId id;
+    if (st) st = decode_unique_id(raw, &id);
+    if (!st) return report(nullptr, Status(st.code(), "init from the " + env.launcher + " environment: " + st.message()));
+    nnpccl_result_t rc = init(comm, id, env.size, env.rank, config);
+    // Everyone has joined (or failed): the file has served.
+    if (env.rank == 0) unlink(env.rendezvous_file.c_str());
+    return rc;
+}
+
+} // namespace
+
 nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *out) {
     if (out == nullptr) return report(nullptr, invalid_argument("id is NULL"));
     Settings settings;
     Status st = resolve_settings(nullptr, &settings);
-    if (!st) return report(nullptr, st);
-    UniqueId id;
-    st = random_secret(&id.secret);
     SockAddr local;
     if (st) st = pick_local_address(&local);
-    if (st) st = start_bootstrap_root(local, id.secret, settings.timeout_sec, &id.root);
-    if (!st) return report(nullptr, st);
-    encode_unique_id(id, out);
-    return NNPCCL_SUCCESS;
+    if (st) st = make_unique_id(local, settings.timeout_sec, out);
+    return report(nullptr, st);
 }
 
 nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_unique_id_t id, int rank,
@@ -177,6 +209,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
     *comm = nullptr;
     LaunchEnv env;
     Status st = read_launch_env(&env);
+    if (st && !env.rendezvous_file.empty()) return init_through_file(comm, env, config);
     UniqueId id;
     id.secret = env.secret;
     if (st) st = parse_host_port(env.root, &id.root);

@@ -2,7 +2,14 @@
 // already have: torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open
 // MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's hydra mpiexec (PMI_RANK,
 // PMI_SIZE) and Slurm's srun (SLURM_PROCID, SLURM_NTASKS).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,14 +23,18 @@ struct LauncherVars {
     const char *name;
     const char *rank;
     const char *size;
+    const char *local_size; // ranks on this host
 };
 
 const LauncherVars kLaunchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE"},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {"MPICH", "PMI_RANK", "PMI_SIZE"},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"},
 };
+
+const char *const kJobIdVars[] = {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME", "SLURM_JOB_ID",
+                                  "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"};
 
 bool parse_int(const std::string &text, int *out) {
     if (text.empty()) return false;
@@ -64,15 +75,32 @@ Status read_launch_env(LaunchEnv *out) {
     if (env.launcher.empty())
         return invalid_argument("no launcher environment found: set RANK and WORLD_SIZE, or run under mpirun, "
                                 "mpiexec or srun");
+    int local_size = -1;
+    for (const LauncherVars &l : kLaunchers)
+        if (env.launcher == l.name) parse_int(env_string(l.local_size), &local_size);
     env.root = env_string("NNPCCL_ROOT");
     if (env.root.empty()) {
         std::string addr = env_string("MASTER_ADDR"), port = env_string("MASTER_PORT");
         if (!addr.empty() && !port.empty())
             env.root = (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" + port;
     }
+    if (env.root.empty() && local_size == env.size) {
+        // Every rank is here: meet through a file only this user can read,
+        // named after the launcher process that started us all and the job.
+        std::string key = std::to_string(getppid());
+        for (const char *var : kJobIdVars) key += "|" + env_string(var);
+        JobSecret h = derive_secret(key);
+        char name[128];
+        std::snprintf(name, sizeof name, "/tmp/nnpccl-%u-%02x%02x%02x%02x%02x%02x%02x%02x.id",
+                      static_cast<unsigned>(getuid()), h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+        env.rendezvous_file = name;
+        *out = env;
+        return Status::ok();
+    }
     if (env.root.empty())
         return invalid_argument("no rendezvous address: set NNPCCL_ROOT=host:port (or MASTER_ADDR and MASTER_PORT) to "
-                                "an address of rank 0's host and a free port");
+                                "an address of rank 0's host and a free port (needed when ranks span hosts, or when "
+                                "the launcher does not say how many ranks share a host)");
     std::string secret_hex = env_string("NNPCCL_JOB_SECRET");
     if (!secret_hex.empty()) {
         if (secret_hex.size() != 32) return invalid_argument("NNPCCL_JOB_SECRET must be 32 hex digits");
@@ -85,13 +113,44 @@ Status read_launch_env(LaunchEnv *out) {
         }
     } else {
         std::string material = env.root;
-        for (const char *var : {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_KVSNAME", "SLURM_JOB_ID",
-                                "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"})
-            material += "|" + env_string(var);
+        for (const char *var : kJobIdVars) material += "|" + env_string(var);
         env.secret = derive_secret(material);
     }
     *out = env;
     return Status::ok();
+}
+
+Status publish_unique_id(const std::string &path, const nnpccl_unique_id_t &id) {
+    std::string tmp = path + ".tmp" + std::to_string(getpid());
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return errno_error("creating the rendezvous file " + tmp);
+    ssize_t n = write(fd, &id, sizeof id);
+    close(fd);
+    if (n != static_cast<ssize_t>(sizeof id) || rename(tmp.c_str(), path.c_str()) != 0) {
+        Status st = errno_error("writing the rendezvous file " + path);
+        unlink(tmp.c_str());
+        return st;
+    }
+    return Status::ok();
+}
+
+Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id) {
+    while (true) {
+        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            struct stat info {};
+            bool mine = fstat(fd, &info) == 0 && info.st_uid == getuid() && (info.st_mode & 077) == 0;
+            ssize_t n = mine ? read(fd, id, sizeof *id) : -1;
+            close(fd);
+            if (!mine) return invalid_usage("rendezvous file %s is not private to this user; remove it", path.c_str());
+            if (n == static_cast<ssize_t>(sizeof *id)) return Status::ok();
+        }
+        if (deadline.passed())
+            return timeout_error("rank 0 did not publish %s before the deadline (is rank 0 running? set NNPCCL_ROOT "
+                                 "to meet at an address instead)",
+                                 path.c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
 }
 
 } // namespace nnpccl
