@@ -131,7 +131,9 @@ nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_un
  *  rank/size from RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE
  *  (Open MPI), PMI_RANK/PMI_SIZE (MPICH hydra) or SLURM_PROCID/SLURM_NTASKS
  *  (srun); the root at NNPCCL_ROOT=host:port or MASTER_ADDR/MASTER_PORT.
- *  Rank 0 runs the root. The job secret comes from NNPCCL_JOB_SECRET when
+ *  Rank 0 runs the root. When no address is set and the launcher says all
+ *  ranks share this host, they meet through a private file in /tmp that
+ *  rank 0 writes (with a random secret) and removes after init. The job secret comes from NNPCCL_JOB_SECRET when
  *  set (32 hex digits); otherwise it is derived from the launcher's job id,
  *  which guards against stray jobs but not against an attacker on the
  *  network. */
