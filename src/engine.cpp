@@ -51,8 +51,31 @@ void Engine::submit(const std::shared_ptr<Operation> &op, bool background) {
     }
     queue_.push_back(op);
     if (background) {
-        if (!progress_thread_.joinable()) progress_thread_ = std::thread([this] { progress_thread_main(); });
+        ensure_progress_thread();
         queue_changed_.notify_one();
+    }
+}
+
+void Engine::ensure_progress_thread() {
+    if (!progress_thread_.joinable()) progress_thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+bool Engine::sends_pending() const {
+    for (Transport *t : transports_)
+        if (t->has_pending_sends()) return true;
+    return false;
+}
+
+void Engine::finish_pending_sends() {
+    while (sends_pending() && !failed_.load()) {
+        {
+            std::lock_guard<std::mutex> lock(queue_mutex_);
+            if (stopping_ || !queue_.empty()) return; // a driver takes over from here
+        }
+        uint64_t seen = event_count();
+        for (Transport *t : transports_) t->poll();
+        if (event_count() == seen && transports_.size() == 1) transports_[0]->wait_for_event(seen, 1);
+        else if (event_count() == seen) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
 }
 
@@ -169,11 +192,27 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
 void Engine::drive(Operation *target) {
     bool idle = false;
     Clock::time_point idle_since{}, last_check{};
-    while (target == nullptr || !target->done.load(std::memory_order_acquire)) {
+    while (true) {
+        if (target != nullptr && target->done.load(std::memory_order_acquire)) {
+            std::lock_guard<std::mutex> lock(queue_mutex_);
+            if (queue_.empty() && sends_pending()) {
+                sends_pending_ = true;
+                ensure_progress_thread();
+                queue_changed_.notify_one();
+            }
+            return;
+        }
         std::shared_ptr<Operation> op;
         {
             std::lock_guard<std::mutex> lock(queue_mutex_);
-            if (queue_.empty()) return;
+            if (queue_.empty()) {
+                if (sends_pending()) {
+                    sends_pending_ = true;
+                    ensure_progress_thread();
+                    queue_changed_.notify_one();
+                }
+                return;
+            }
             op = queue_.front();
         }
         if (failed_.load()) {
@@ -212,12 +251,14 @@ void Engine::drive(Operation *target) {
 void Engine::progress_thread_main() {
     std::unique_lock<std::mutex> lock(queue_mutex_);
     while (true) {
-        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty() || sends_pending_; });
         if (stopping_) return;
+        sends_pending_ = false;
         lock.unlock();
         {
             std::lock_guard<std::mutex> driving(drive_mutex_);
             drive(nullptr);
+            finish_pending_sends();
         }
         lock.lock();
     }

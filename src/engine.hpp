@@ -4,6 +4,11 @@
 // a progress thread that exists only once a nonblocking call was made. So
 // the runtime progresses itself, and blocking calls pay no thread hand-off.
 //
+// A rank whose last operation left messages in flight (a provider that
+// needs progress calls to move them) hands them to the progress thread,
+// which polls until they are gone, so a peer never waits for this rank's
+// next call.
+//
 // Waiting for peers: spin for NNPCCL_SPIN_US (default: the transports' own
 // hint, 20 µs for shm and 250 µs for ofi, when there are at least as many
 // cores as local ranks, else 0), yield a few times, then sleep on the
@@ -64,6 +69,10 @@ private:
     bool idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check, Operation &op);
     uint64_t event_count() const;
     void progress_thread_main();
+    bool sends_pending() const;
+    void ensure_progress_thread(); // caller holds queue_mutex_
+    // Polls while messages are still leaving and no operation is queued.
+    void finish_pending_sends();
 
     std::vector<Transport *> transports_;
     Settings settings_;
@@ -75,6 +84,7 @@ private:
     std::mutex drive_mutex_; // held by whichever thread drives
     std::thread progress_thread_;
     bool stopping_ = false;
+    bool sends_pending_ = false; // set by a driver that left messages in flight
 
     std::atomic<bool> failed_{false};
     Status failure_; // under queue_mutex_

@@ -55,6 +55,12 @@ public:
     // Tells every peer this rank is failing, so they stop waiting for it.
     virtual void announce_abort() = 0;
 
+    // True while committed messages still need this rank's progress calls
+    // to leave (a provider with manual progress, messages held back by link
+    // emulation). The engine keeps polling until it is false, so a peer is
+    // never left waiting for this rank's next call.
+    virtual bool has_pending_sends() const { return false; }
+
     // Waits until every committed message has left this rank's hands, so
     // the transport can be torn down without losing the last of them.
     virtual Status flush(const Deadline &) { return Status::ok(); }

@@ -203,6 +203,43 @@ TEST_CASE("an unreachable root ends init with a timeout naming it", "[mp][bootst
     CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("127.0.0.1:9"));
 }
 
+TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arrive", "[mp][ofi]") {
+    // Over libfabric, a large send may need the sender's progress calls long
+    // after its operation has ended on the sender (tcp's rendezvous). Root 0
+    // broadcasts, then waits outside nnpccl for rank 1 to say it has the data.
+    char flag[] = "/tmp/nnpccl-test-flag-XXXXXX";
+    int fd = mkstemp(flag);
+    REQUIRE(fd >= 0);
+    close(fd);
+    unlink(flag);
+    const std::string flag_path = flag;
+    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    int status = run_local_ranks(2, [&flag_path](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        nnpccl_comm_t comm = init(rank, nranks, id, 30);
+        if (comm == nullptr) return 1;
+        std::vector<float> data(4 << 20, rank == 0 ? 1.5f : 0.0f);
+        if (nnpccl_broadcast(data.data(), data.data(), data.size(), NNPCCL_FLOAT32, 0, comm) != NNPCCL_SUCCESS) return 1;
+        int failures = 0;
+        if (rank == 1) {
+            for (float v : data) failures += v != 1.5f;
+            FILE *f = std::fopen(flag_path.c_str(), "w");
+            if (f != nullptr) std::fclose(f);
+        } else {
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (access(flag_path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) usleep(1000);
+            if (access(flag_path.c_str(), F_OK) != 0) {
+                std::fprintf(stderr, "rank 0: rank 1 never got the broadcast while rank 0 was away\n");
+                ++failures;
+            }
+        }
+        if (nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS) ++failures;
+        return failures;
+    });
+    unsetenv("NNPCCL_TRANSPORT");
+    unlink(flag_path.c_str());
+    CHECK(status == 0);
+}
+
 TEST_CASE("no shared-memory file is left behind, even when a rank is killed", "[mp][shm]") {
     auto before = shm_files();
     int status = run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {

@@ -409,14 +409,16 @@ void OfiTransport::wait_for_event(uint64_t seen, int timeout_ms) {
 
 Status OfiTransport::check_peers() { return impl_->error; }
 
+bool OfiTransport::has_pending_sends() const {
+    if (!impl_->error.is_ok()) return false;
+    for (auto &entry : impl_->streams)
+        for (const SlotOp &op : entry.second->send_ops)
+            if (op.busy) return true;
+    return false;
+}
+
 Status OfiTransport::flush(const Deadline &deadline) {
-    auto sends_in_flight = [&] {
-        for (auto &entry : impl_->streams)
-            for (const SlotOp &op : entry.second->send_ops)
-                if (op.busy) return true;
-        return false;
-    };
-    while (sends_in_flight() && impl_->error.is_ok()) {
+    while (has_pending_sends()) {
         if (deadline.passed()) return timeout_error("ofi: sends were still in flight at the deadline");
         poll();
         std::this_thread::yield();

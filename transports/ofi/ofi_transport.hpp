@@ -53,6 +53,7 @@ public:
     Status check_peers() override;
     void announce_abort() override {}
     Status flush(const Deadline &deadline) override;
+    bool has_pending_sends() const override;
 
     // "tcp;ofi_rxm on eth0", for logs and ccl-bench's header.
     const std::string &description() const;
