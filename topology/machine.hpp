@@ -1,0 +1,138 @@
+// The simulated machine: chips joined by directed links, each link with its
+// bandwidth (GB/s per direction, 1 GB = 1e9 bytes) and latency (µs). A
+// bidirectional ICL cable is two links, one per direction. Presets, topology
+// files and the `flat` host model all build one of these; placement and
+// embedding read it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace nnpccl {
+
+// Figures of one link direction.
+struct LinkParams {
+    double gbps = 56.0;      // bandwidth per direction (one NNP-T ICL port)
+    double latency_us = 1.0; // per hop (not published for NNP-T; configurable)
+};
+
+// An NNP-T chip has 4 ICL ports of 56 GB/s per direction: 16 SerDes quads of
+// 14 GB/s, 224 GB/s per direction in all.
+constexpr int kIclPortsPerChip = 4;
+constexpr double kIclPortGbps = 56.0;
+constexpr double kIclQuadGbps = 14.0;
+constexpr int kIclQuadsPerChip = 16;
+
+struct Link {
+    int from = 0;
+    int to = 0;
+    double gbps = 0;
+    double latency_us = 0;
+};
+
+struct Chip {
+    std::string host;          // the host (or chassis) the chip sits in; empty when unknown
+    int ports = kIclPortsPerChip; // how many neighbours it can be cabled to
+    double injection_gbps = 0; // what the chip can send per direction; 0 = the sum of its outgoing links
+};
+
+// What the machine was built as: drawing and the torus algorithms use it;
+// a file may state it (a torus is checked against its links).
+enum class Shape { Graph, Ring, FullyConnected, HybridCubeMesh, Torus, Flat };
+
+// The file-format spelling of a shape ("graph", "ring", "fully-connected",
+// "hybrid-cube-mesh", "torus", "flat"), and back.
+const char *shape_name(Shape shape);
+bool parse_shape(const std::string &text, Shape *shape);
+
+// Chip `x + y * x_dim` sits at (x, y) of an x_dim × y_dim torus.
+struct TorusDims {
+    int x = 0;
+    int y = 0;
+};
+
+// A path between two chips: the directed links it crosses, in order.
+struct Route {
+    bool reachable = false;
+    std::vector<int> links; // indices into Machine::links()
+    int hops = 0;
+    double latency_us = 0;  // sum over the hops
+    double gbps = 0;        // the slowest hop (0 when unreachable; +inf for a chip to itself)
+};
+
+class Machine {
+public:
+    Machine() = default;
+    Machine(std::string name, Shape shape) : name_(std::move(name)), shape_(shape) {}
+
+    const std::string &name() const { return name_; }
+    void set_name(std::string name) { name_ = std::move(name); }
+    Shape shape() const { return shape_; }
+    void set_shape(Shape shape) { shape_ = shape; }
+    // Meaningful when shape() == Shape::Torus.
+    TorusDims torus() const { return torus_; }
+    void set_torus(TorusDims dims) { torus_ = dims; }
+
+    // Returns the new chip's index.
+    int add_chip(Chip chip = {});
+    // Adds the link from -> to. Fails (and says why) for an unknown chip, a
+    // chip linked to itself, or a link that already exists.
+    bool add_link(int from, int to, LinkParams params, std::string *error);
+    // Both directions, same figures.
+    bool add_duplex_link(int a, int b, LinkParams params, std::string *error);
+
+    int num_chips() const { return static_cast<int>(chips_.size()); }
+    const Chip &chip(int index) const { return chips_[static_cast<size_t>(index)]; }
+    Chip &mutable_chip(int index) { return chips_[static_cast<size_t>(index)]; }
+    const std::vector<Chip> &chips() const { return chips_; }
+    const std::vector<Link> &links() const { return links_; }
+    // Index of the link from -> to, or -1.
+    int link_index(int from, int to) const;
+    bool has_link(int from, int to) const { return link_index(from, to) >= 0; }
+    bool has_duplex_link(int a, int b) const { return has_link(a, b) && has_link(b, a); }
+    // Indices of the links leaving `chip`, in the order they were added.
+    const std::vector<int> &out_links(int chip) const { return out_[static_cast<size_t>(chip)]; }
+    // Chips joined to `chip` in both directions, ascending.
+    std::vector<int> duplex_neighbours(int chip) const;
+    // Distinct chips `chip` is cabled to (either direction): the ports it uses.
+    int ports_used(int chip) const;
+
+    // A link pair a<->b counts once as bidirectional; a link with no
+    // reverse counts as one-way.
+    int bidirectional_link_count() const;
+    int one_way_link_count() const;
+
+    // What `chip` can send per direction: Chip::injection_gbps, or the sum
+    // of its outgoing links when that is 0.
+    double injection_gbps(int chip) const;
+
+    // Every chip's cabling fits its ports; otherwise names the first that does not.
+    bool check_ports(std::string *error) const;
+
+    // Least-latency path (ties: fewer hops) from `from` to `to`.
+    // Dijkstra over the links: O(L log C).
+    Route route(int from, int to) const;
+    // The same from one source to every chip, in one pass.
+    std::vector<Route> routes_from(int from) const;
+
+private:
+    static uint64_t key(int from, int to) {
+        return (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) | static_cast<uint32_t>(to);
+    }
+
+    std::string name_;
+    Shape shape_ = Shape::Graph;
+    TorusDims torus_;
+    std::vector<Chip> chips_;
+    std::vector<Link> links_;
+    std::vector<std::vector<int>> out_;
+    std::vector<std::vector<int>> in_;
+    std::unordered_map<uint64_t, int> index_;
+    double min_latency_us_ = std::numeric_limits<double>::infinity();
+};
+
+} // namespace nnpccl

@@ -1,0 +1,165 @@
+#include "presets.hpp"
+
+#include <cstdlib>
+
+namespace nnpccl {
+
+namespace {
+
+// Every builder below only adds well-formed links, so a failure here is a
+// bug in the builder, not in the caller's input.
+void must_link(Machine *m, int a, int b, LinkParams params) {
+    std::string error;
+    if (!m->add_duplex_link(a, b, params, &error)) std::abort();
+}
+
+// A positive integer no larger than `max`, the whole of `text`.
+bool parse_count(const std::string &text, int max, int *out) {
+    if (text.empty() || text.size() > 9) return false;
+    for (char c : text)
+        if (c < '0' || c > '9') return false;
+    long v = std::strtol(text.c_str(), nullptr, 10);
+    if (v < 1 || v > max) return false;
+    *out = static_cast<int>(v);
+    return true;
+}
+
+bool starts_with(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The largest machine a preset may describe: pod1024 and some headroom.
+constexpr int kMaxPresetChips = 65536;
+
+} // namespace
+
+Machine ring_machine(int n, LinkParams icl) {
+    Machine m("ring:" + std::to_string(n), Shape::Ring);
+    for (int i = 0; i < n; ++i) m.add_chip();
+    for (int i = 0; i + 1 < n; ++i) must_link(&m, i, i + 1, icl);
+    if (n > 2) must_link(&m, n - 1, 0, icl);
+    return m;
+}
+
+Machine fully_connected_machine(int n, LinkParams icl) {
+    Machine m("fc:" + std::to_string(n), Shape::FullyConnected);
+    Chip chip;
+    LinkParams link = icl;
+    if (n - 1 > kIclPortsPerChip) {
+        chip.ports = n - 1;
+        link.gbps = icl.gbps / kIclPortGbps * kIclQuadGbps * (kIclQuadsPerChip / (n - 1));
+    }
+    for (int i = 0; i < n; ++i) m.add_chip(chip);
+    for (int a = 0; a < n; ++a)
+        for (int b = a + 1; b < n; ++b) must_link(&m, a, b, link);
+    return m;
+}
+
+Machine hybrid_cube_mesh_machine(LinkParams icl) {
+    Machine m("hcm8", Shape::HybridCubeMesh);
+    for (int i = 0; i < 8; ++i) m.add_chip();
+    for (int quad = 0; quad < 8; quad += 4)
+        for (int a = 0; a < 4; ++a)
+            for (int b = a + 1; b < 4; ++b) must_link(&m, quad + a, quad + b, icl);
+    for (int i = 0; i < 4; ++i) must_link(&m, i, i + 4, icl);
+    return m;
+}
+
+Machine torus_machine(int x_dim, int y_dim, LinkParams icl) {
+    Machine m("torus:" + std::to_string(x_dim) + "x" + std::to_string(y_dim), Shape::Torus);
+    m.set_torus({x_dim, y_dim});
+    for (int i = 0; i < x_dim * y_dim; ++i) m.add_chip();
+    auto chip = [&](int x, int y) { return (x % x_dim) + (y % y_dim) * x_dim; };
+    for (int y = 0; y < y_dim; ++y)
+        for (int x = 0; x < x_dim; ++x) {
+            // The +x and +y neighbours; with a dimension of 2 the wrap-around
+            // neighbour is the same chip, already cabled.
+            if (x_dim > 1 && (x + 1 < x_dim || x_dim > 2)) must_link(&m, chip(x, y), chip(x + 1, y), icl);
+            if (y_dim > 1 && (y + 1 < y_dim || y_dim > 2)) must_link(&m, chip(x, y), chip(x, y + 1), icl);
+        }
+    return m;
+}
+
+Machine flat_machine(int n, LinkParams host) {
+    Machine m("flat", Shape::Flat);
+    Chip chip;
+    chip.ports = n > 1 ? n - 1 : 1;
+    chip.injection_gbps = host.gbps;
+    for (int i = 0; i < n; ++i) m.add_chip(chip);
+    for (int a = 0; a < n; ++a)
+        for (int b = a + 1; b < n; ++b) must_link(&m, a, b, host);
+    return m;
+}
+
+bool is_preset_spec(const std::string &spec) {
+    return spec == "flat" || spec == "hcm8" || starts_with(spec, "nnpt-") || starts_with(spec, "ring:") ||
+           starts_with(spec, "fc:") || starts_with(spec, "torus:");
+}
+
+bool build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out,
+                  std::string *error) {
+    const LinkParams icl = options.icl;
+    int n = 0, x = 0, y = 0;
+    if (spec == "flat") {
+        if (nranks < 1) {
+            *error = "flat: the number of ranks is needed (the flat model has one chip per rank)";
+            return false;
+        }
+        *out = flat_machine(nranks, options.host);
+    } else if (spec == "hcm8") {
+        *out = hybrid_cube_mesh_machine(icl);
+    } else if (spec == "nnpt-hcm8") {
+        *out = hybrid_cube_mesh_machine(icl);
+        out->set_name(spec);
+    } else if (spec == "nnpt-ring8") {
+        *out = ring_machine(8, icl);
+        out->set_name(spec);
+    } else if (spec == "nnpt-pod32" || spec == "nnpt-pod1024") {
+        bool pod32 = spec == "nnpt-pod32";
+        *out = pod32 ? torus_machine(8, 4, icl) : torus_machine(32, 32, icl);
+        out->set_name(spec);
+        // A POD is chassis of 8 chips (one host each), chained along x.
+        for (int c = 0; c < out->num_chips(); ++c) out->mutable_chip(c).host = "chassis" + std::to_string(c / 8);
+    } else if (starts_with(spec, "ring:")) {
+        if (!parse_count(spec.substr(5), kMaxPresetChips, &n) || n < 2) {
+            *error = "topology '" + spec + "': ring:N needs a chip count N >= 2";
+            return false;
+        }
+        *out = ring_machine(n, icl);
+    } else if (starts_with(spec, "fc:")) {
+        if (!parse_count(spec.substr(3), kMaxPresetChips, &n) || n < 2 || n - 1 > kIclQuadsPerChip) {
+            *error = "topology '" + spec + "': fc:N needs 2 <= N <= " + std::to_string(kIclQuadsPerChip + 1) +
+                     " (a chip's 16 ICL quads cannot reach more peers)";
+            return false;
+        }
+        *out = fully_connected_machine(n, icl);
+    } else if (starts_with(spec, "torus:")) {
+        std::string dims = spec.substr(6);
+        size_t cross = dims.find('x');
+        if (cross == std::string::npos || !parse_count(dims.substr(0, cross), kMaxPresetChips, &x) ||
+            !parse_count(dims.substr(cross + 1), kMaxPresetChips, &y) ||
+            static_cast<long>(x) * y > kMaxPresetChips || x * y < 2) {
+            *error = "topology '" + spec + "': torus:XxY needs two positive sizes, at least 2 and at most " +
+                     std::to_string(kMaxPresetChips) + " chips (e.g. torus:8x4)";
+            return false;
+        }
+        *out = torus_machine(x, y, icl);
+    } else {
+        *error = "unknown preset '" + spec + "'; presets are: " +
+                 "ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 nnpt-pod32 nnpt-pod1024 flat";
+        return false;
+    }
+    return true;
+}
+
+std::string describe_presets() {
+    return "  ring:N        N chips on a bidirectional ICL ring\n"
+           "  fc:N          N chips, every pair cabled (ports split into quads beyond 5 chips)\n"
+           "  hcm8          8-chip hybrid cube mesh: two fully connected quads, chip i cabled to i+4\n"
+           "  torus:XxY     X x Y 2D torus with wrap-around\n"
+           "  nnpt-ring8    NNP-T: 8 chips on an ICL ring\n"
+           "  nnpt-hcm8     NNP-T: 8-way OAM baseboard, hybrid cube mesh\n"
+           "  nnpt-pod32    NNP-T: 4 chassis x 8 chips, glueless 8x4 torus\n"
+           "  nnpt-pod1024  NNP-T: 32x32 torus (for simulation)\n"
+           "  flat          one chip per rank, every pair linked at host speed (the default)\n";
+}
+
+} // namespace nnpccl

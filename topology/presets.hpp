@@ -1,0 +1,46 @@
+// Named machines. The names are part of the interface (DESIGN.md, "Topology
+// model"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, the NNP-T presets
+// `nnpt-ring8`, `nnpt-hcm8`, `nnpt-pod32`, `nnpt-pod1024`, and `flat`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "machine.hpp"
+
+namespace nnpccl {
+
+// Figures a caller may override: the ICL port (NNP-T: 56 GB/s per direction;
+// its latency is not published, 1 µs by default) and the host link `flat`
+// uses (measured on the host by the caller; 10 GB/s and 1 µs otherwise).
+struct TopologyOptions {
+    LinkParams icl{kIclPortGbps, 1.0};
+    LinkParams host{10.0, 1.0};
+};
+
+// Chips 0..n-1 on a bidirectional ring (n >= 2; n = 2 is one cable).
+Machine ring_machine(int n, LinkParams icl);
+// Every pair of the n chips cabled. Up to 5 chips each link is a whole ICL
+// port; beyond that a chip's 16 SerDes quads are split evenly over its n-1
+// links (n <= 17), so each link is narrower and the chip has n-1 ports.
+Machine fully_connected_machine(int n, LinkParams icl);
+// The 8-way hybrid cube mesh: chips 0-3 and 4-7 are two fully connected
+// quads and chip i is cabled to its twin i+4. 4 ports per chip, 16 cables.
+Machine hybrid_cube_mesh_machine(LinkParams icl);
+// An x × y 2D torus with wrap-around in both dimensions; chip x + y*X at
+// (x, y). A dimension of 2 has one cable between its two chips, of 1 none.
+Machine torus_machine(int x, int y, LinkParams icl);
+// The host model: n ranks' chips, every pair linked at the host figures.
+// A chip's injection bandwidth is the host link's, not the sum over its
+// links: all of them share one memory system.
+Machine flat_machine(int n, LinkParams host);
+
+// Whether `spec` is spelled like a preset (it may still be invalid, e.g. `ring:0`).
+bool is_preset_spec(const std::string &spec);
+// Builds the preset `spec`. `nranks` is only read by `flat` (its size).
+bool build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out,
+                  std::string *error);
+// The preset spellings, one per line with a description, for --help texts.
+std::string describe_presets();
+
+} // namespace nnpccl

@@ -1,0 +1,212 @@
+// Link emulation (NNPCCL_EMULATE_LINKS=1): a decorator over any transport
+// that paces the traffic between this rank and each peer to the simulated
+// links it would cross, so that a job on one host shows the relative
+// behaviour of the simulated accelerator machine (which algorithm wins, how
+// a shared link slows two rings down, what a POD's extra hops cost).
+//
+// Model. Every simulated link is one direction of a wire with a bandwidth and
+// a latency, and is a FIFO server: a transfer of b bytes occupies each link
+// of its path for b / bandwidth, starting no earlier than the link is free,
+// so transfers that cross one link concurrently share its bandwidth. Links
+// forward cut-through (the head moves on after the link's latency, the tail
+// follows), and a router buffers a transfer that waits for a busy link
+// without holding the links behind it (virtual cut-through). Uncontended, a
+// message arrives after the sum of the path's latencies plus bytes over the
+// bottleneck bandwidth.
+//
+// Scale. EmulationModel::scale dilates emulated time: bandwidths are divided
+// by it and latencies multiplied by it, so that host memory can keep up and
+// the latency-to-bandwidth ratio (which decides between ring, tree and
+// direct algorithms) stays that of the simulated machine. The caller reads
+// NNPCCL_EMULATE_SCALE; this file reads no environment.
+//
+// Where the pacing happens. Ranks are separate processes and a rank only
+// knows its own sends, so pacing is on the sending side. commit_send does
+// not hand the message to the inner transport: it reserves the links of the
+// path (fixing the message's arrival time) and holds the message in a small
+// per-(peer, channel) queue of buffers owned here; poll() (which the engine
+// calls every pass) hands every held message whose arrival time has come to
+// the inner transport, in order, when the inner transport has a free slot.
+// try_acquire_send returns nullptr while a stream's queue is full, so memory
+// stays bounded and a sender runs at most `held_per_stream` messages ahead of
+// its links. The receive side passes straight through. Streams whose path is
+// empty (a rank to itself, or a peer the model has no path to) pass through
+// untouched.
+//
+// Approximations (decided, not accidental):
+// - Contention between ranks. By default each rank models only the links its
+//   own transfers cross: two ranks whose paths share a link each see it free.
+//   EmulationOptions::shared_link_busy_until lets the caller put the links'
+//   state in memory every rank on the host maps (one 64-bit atomic per link);
+//   reservations are then lock-free compare-and-swaps on that table and
+//   contention between local ranks is modelled exactly. Setting that memory
+//   up belongs to the communicator; ranks on other hosts cannot share it.
+// - The reservation is made at commit. A receiver slow to free its inner
+//   slots delays delivery, but the link does not get that time back (as a
+//   credit-stalled wire loses it).
+// - The inner transport's own time (the shm copy, the network) adds to the
+//   emulated time; choose a scale at which it is small.
+// - Buffering: a stream holds up to `held_per_stream` messages here on top of
+//   the inner transport's slots, so more data is in flight than without
+//   emulation. Timing, not flow control, is what is emulated.
+// - Held messages move only while someone calls in: the engine's passes,
+//   or flush() at teardown. An operation ends on this rank when its last
+//   send is committed, and if no further operation follows, that message
+//   waits for this rank's next call into the communicator.
+//   has_pending_sends() is what an engine needs in order to keep polling
+//   until the held messages are gone.
+//
+// Cost. One extra copy of every message on an emulated stream (held buffer
+// to inner slot); held_per_stream x max_message_bytes() of memory per stream
+// that carries traffic, allocated when first used; per commit one clock read
+// and one compare-and-swap per hop; poll() costs nothing while nothing is
+// held, else one clock read and a walk over the streams.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "status.hpp"
+#include "transport.hpp"
+
+namespace nnpccl {
+
+// One direction of a simulated wire.
+struct EmulatedLink {
+    double gbytes_per_sec; // 1e9 bytes per second
+    double latency_us;
+};
+
+// The simulated machine as the emulation needs it; independent of the
+// topology engine, which builds it.
+struct EmulationModel {
+    std::vector<EmulatedLink> links;                 // every simulated link (one direction)
+    std::vector<std::vector<std::vector<int>>> path; // path[src_rank][dst_rank] = link ids crossed, in order
+    double scale = 1.0;                              // time dilation: rates / scale, latencies x scale
+};
+
+// Checks that `model` describes a job of `nranks` ranks: positive finite
+// bandwidths and scale, non-negative latencies, an nranks x nranks path table
+// whose link ids exist. The message names the offending link or path.
+Status validate_emulation_model(const EmulationModel &model, int nranks);
+
+// Knobs of the emulation itself, not of the simulated machine.
+struct EmulationOptions {
+    // Messages a (peer, channel) stream may hold before try_acquire_send says
+    // no. A link streams at full rate when this is at least
+    // 1 + latency / (message bytes / bandwidth).
+    int held_per_stream = 8;
+    // Optional: model.links.size() zero-initialized atomics in memory that
+    // every rank on the host maps, holding when each link is next free (ns
+    // of the host's steady clock, CLOCK_MONOTONIC, common to all processes).
+    // nullptr keeps the links' state private to this rank.
+    std::atomic<int64_t> *shared_link_busy_until = nullptr;
+};
+
+// The host's steady clock in nanoseconds: the time base of the emulation.
+int64_t emulation_now_ns();
+
+// The links as FIFO servers: when each is next free, and the arithmetic that
+// reserves a path for one transfer. Separate from the transport so that the
+// model can be checked with exact times.
+class LinkTimeline {
+public:
+    // `shared_busy_until` as EmulationOptions::shared_link_busy_until.
+    LinkTimeline(const EmulationModel &model, std::atomic<int64_t> *shared_busy_until);
+
+    // Reserves each link of `path` in turn for a transfer of `bytes` that can
+    // leave at `ready_ns`, and returns when its last byte arrives. An empty
+    // path arrives at `ready_ns`.
+    int64_t reserve(const std::vector<int> &path, size_t bytes, int64_t ready_ns);
+
+private:
+    struct LinkCost {
+        double ns_per_byte; // scaled
+        int64_t latency_ns; // scaled
+    };
+    std::vector<LinkCost> cost_;
+    std::unique_ptr<std::atomic<int64_t>[]> own_busy_until_; // when not shared
+    std::atomic<int64_t> *busy_until_;
+};
+
+class EmulatedTransport final : public Transport {
+public:
+    // `inner` is not owned and must outlive this. `model` must pass
+    // validate_emulation_model for the communicator's size.
+    EmulatedTransport(Transport *inner, int rank, EmulationModel model, EmulationOptions options = {});
+    ~EmulatedTransport() override;
+    EmulatedTransport(const EmulatedTransport &) = delete;
+    EmulatedTransport &operator=(const EmulatedTransport &) = delete;
+
+    const char *name() const override { return name_.c_str(); }
+    size_t max_message_bytes() const override { return inner_->max_message_bytes(); }
+
+    // A held buffer of an emulated stream (nullptr while the stream holds
+    // held_per_stream messages), or the inner buffer of a pass-through one.
+    void *try_acquire_send(int peer, int channel) override;
+    // Reserves the path and holds the message until it is due.
+    void commit_send(int peer, int channel, size_t bytes) override;
+
+    const void *try_peek_recv(int peer, int channel, size_t *bytes) override {
+        return inner_->try_peek_recv(peer, channel, bytes);
+    }
+    void release_recv(int peer, int channel) override { inner_->release_recv(peer, channel); }
+
+    // Hands due messages to the inner transport, then polls it.
+    void poll() override;
+
+    // The inner count plus the number of messages handed over so far (a
+    // hand-over frees a held buffer the executor may be waiting for).
+    uint64_t event_count() const override;
+    // Never sleeps past the arrival time of the earliest held message.
+    void wait_for_event(uint64_t seen, int timeout_ms) override;
+
+    Status check_peers() override { return inner_->check_peers(); }
+    void announce_abort() override { inner_->announce_abort(); }
+    // Emulated waits end at a due time and sleep precisely; spinning is for
+    // what the inner transport answers quickly.
+    int spin_hint_us() const override { return inner_->spin_hint_us(); }
+    // Hands every held message over as it falls due (sleeping in between),
+    // then flushes the inner transport.
+    Status flush(const Deadline &deadline) override;
+
+    // Whether committed messages are still held here.
+    bool has_pending_sends() const override { return held_total_ > 0; }
+    // How many.
+    size_t held_messages() const { return held_total_; }
+
+private:
+    struct HeldMessage {
+        std::unique_ptr<unsigned char[]> buffer; // max_message_bytes(), allocated on first use
+        size_t bytes = 0;
+        int64_t due_ns = 0;
+    };
+    // One (peer, channel) stream towards a peer: a ring of held messages.
+    struct Stream {
+        const std::vector<int> *path = nullptr; // nullptr: pass through
+        std::vector<HeldMessage> ring;
+        size_t first = 0; // oldest held message
+        size_t count = 0;
+    };
+
+    Stream &stream(int peer, int channel);
+    // Hands the stream's due messages over in order; returns how many.
+    size_t deliver_due(int peer, int channel, Stream &s, int64_t now_ns);
+    size_t deliver_all_due(int64_t now_ns);
+
+    Transport *inner_;
+    int rank_;
+    EmulationModel model_;
+    EmulationOptions options_;
+    LinkTimeline timeline_;
+    std::string name_;
+    std::vector<std::vector<Stream>> streams_; // [peer][channel], grown on first use
+    size_t held_total_ = 0;
+    uint64_t handed_over_ = 0;
+};
+
+} // namespace nnpccl
