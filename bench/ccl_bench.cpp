@@ -68,6 +68,9 @@ const char kUsage[] =
     "  -J, --output_file  also write the results as JSON to this file\n"
     "  --transport T   auto (shm within a host, ofi across hosts), shm, or ofi (libfabric,\n"
     "                  NNPCCL_OFI_PROVIDER picks the provider); sets NNPCCL_TRANSPORT\n"
+    "  --topo T        plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
+    "                  nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024) or a topology file;\n"
+    "                  sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)\n"
     "  --np N          start N ranks on this host; without it the launcher's environment\n"
     "                  (mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used\n"
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
@@ -128,6 +131,7 @@ Options parse_options(int argc, char **argv) {
         } else if (a == "-r" || a == "--root") o.root = parse_int_arg("-r", next(), 0);
         else if (a == "-J" || a == "--output_file") o.json_path = next();
         else if (a == "--np") o.np = parse_int_arg("--np", next(), 1);
+        else if (a == "--topo") setenv("NNPCCL_TOPO", next(), 1); // every rank inherits it
         else if (a == "--transport") {
             std::string t = next();
             if (t != "auto" && t != "shm" && t != "ofi") usage_error("--transport " + t + " is not auto, shm or ofi");

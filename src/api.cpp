@@ -236,7 +236,7 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     st = comm->engine->drain();
     // The last messages may still be leaving this rank: let them go first.
     Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
-    for (auto &t : comm->transports) {
+    for (Transport *t : comm->active_transports()) {
         Status flushed = st.is_ok() ? t->flush(deadline) : Status::ok();
         if (!flushed) st = flushed;
     }

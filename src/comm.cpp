@@ -7,6 +7,7 @@
 #include "builders.hpp"
 #include "dtype.hpp"
 #include "log.hpp"
+#include "emulated/emulated_transport.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "shm/shm_transport.hpp"
 
@@ -23,7 +24,36 @@ std::string host_identity() {
     return std::string(host) + "/" + boot_id;
 }
 
+// Wraps every transport in a decorator that paces each peer's traffic to the
+// simulated links between the two ranks' chips.
+Status emulate_links(nnpccl_comm &comm) {
+    EmulationModel model;
+    for (const Link &link : comm.topology.machine().links()) model.links.push_back({link.gbps, link.latency_us});
+    model.path.assign(static_cast<size_t>(comm.nranks), {});
+    for (int a = 0; a < comm.nranks; ++a) {
+        model.path[static_cast<size_t>(a)].assign(static_cast<size_t>(comm.nranks), {});
+        for (int b = 0; b < comm.nranks; ++b)
+            if (a != b) model.path[static_cast<size_t>(a)][static_cast<size_t>(b)] = comm.topology.route(a, b).links;
+    }
+    model.scale = comm.settings.emulate_scale;
+    NNPCCL_TRY(validate_emulation_model(model, comm.nranks));
+    for (auto &inner : comm.transports) {
+        comm.emulated.push_back(std::make_unique<EmulatedTransport>(inner.get(), comm.rank, model));
+        for (Transport *&hop : comm.route)
+            if (hop == inner.get()) hop = comm.emulated.back().get();
+    }
+    LOG_INFO("emulating the links of %s, %zu links, time scaled by %g", comm.topology.name().c_str(),
+             model.links.size(), model.scale);
+    return Status::ok();
+}
+
 } // namespace
+
+std::vector<Transport *> nnpccl_comm::active_transports() const {
+    std::vector<Transport *> out;
+    for (const auto &t : emulated.empty() ? transports : emulated) out.push_back(t.get());
+    return out;
+}
 
 Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpccl_config_t *config,
                            std::unique_ptr<nnpccl_comm> *out) {
@@ -65,7 +95,9 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
                              "%s)",
                              rank, my_host.c_str(), hosts[0].c_str());
 
-    comm->topology = Topology::flat(nranks);
+    std::string topo_error;
+    if (!load_topology(comm->settings.topology, nranks, &comm->topology, &topo_error))
+        return invalid_argument("NNPCCL_TOPO=%s: %s", comm->settings.topology.c_str(), topo_error.c_str());
     comm->route.assign(static_cast<size_t>(nranks), nullptr);
     const int channels = static_cast<int>(comm->topology.rings().size());
     // Both set-ups are collective: every rank takes part when any rank needs one.
@@ -96,8 +128,8 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     if (!over_ofi.empty())
         LOG_INFO("rank %d reaches rank(s) %s over ofi (%s)", rank, over_ofi.c_str(),
                  static_cast<OfiTransport *>(ofi_transport)->description().c_str());
-    std::vector<Transport *> transports;
-    for (auto &t : comm->transports) transports.push_back(t.get());
+    if (comm->settings.emulate_links) NNPCCL_TRY(emulate_links(*comm));
+    std::vector<Transport *> transports = comm->active_transports();
     comm->reduce_scratch.assign(comm->settings.chunk_bytes, 0);
     comm->engine = std::make_unique<Engine>(transports, comm->settings, static_cast<int>(local.size()));
     LOG_INFO("communicator ready: rank %d of %d, %zu on this host, topology %s", rank, nranks, local.size(),

@@ -39,7 +39,9 @@ struct nnpccl_comm {
     nnpccl::Settings settings;
     std::unique_ptr<nnpccl::Bootstrap> bootstrap;
     std::vector<std::unique_ptr<nnpccl::Transport>> transports;
-    std::vector<nnpccl::Transport *> route; // by peer
+    // With link emulation, a decorator over each transport; destroyed first.
+    std::vector<std::unique_ptr<nnpccl::Transport>> emulated;
+    std::vector<nnpccl::Transport *> route; // by peer: what the executor sends through
     nnpccl::Topology topology;
     std::unique_ptr<nnpccl::Engine> engine;
     std::vector<unsigned char> reduce_scratch; // one chunk; used by whichever thread drives the engine
@@ -59,6 +61,8 @@ struct nnpccl_comm {
     nnpccl::Status start(const nnpccl::CollectiveCall &call, bool background,
                          std::shared_ptr<nnpccl::Operation> *out);
     void set_last_error(const std::string &message);
+    // The transports the engine drives: the decorators when emulating.
+    std::vector<nnpccl::Transport *> active_transports() const;
 };
 
 namespace nnpccl {

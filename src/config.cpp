@@ -56,6 +56,17 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     else if (transport == "ofi") s.transport = TransportMode::Ofi;
     else if (!transport.empty() && transport != "auto")
         return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm or ofi", transport.c_str());
+    s.topology = env_string("NNPCCL_TOPO");
+    int emulate = 0;
+    NNPCCL_TRY(env_int("NNPCCL_EMULATE_LINKS", 0, 1, &emulate));
+    s.emulate_links = emulate == 1;
+    std::string scale = env_string("NNPCCL_EMULATE_SCALE");
+    if (!scale.empty()) {
+        char *end = nullptr;
+        s.emulate_scale = std::strtod(scale.c_str(), &end);
+        if (*end != '\0' || !(s.emulate_scale >= 1e-3 && s.emulate_scale <= 1e6))
+            return invalid_argument("NNPCCL_EMULATE_SCALE=%s is not a number from 0.001 to 1e6", scale.c_str());
+    }
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {
         auto bytes = parse_size(chunk);

@@ -20,6 +20,9 @@ struct Settings {
     size_t chunk_bytes = 512 * 1024;  // NNPCCL_CHUNK_SIZE: pipelining unit and shm slot size
     int shm_slots = 8;                // NNPCCL_SHM_SLOTS: slots per shm queue (pipelining depth)
     int spin_us = -1;                 // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
+    std::string topology;             // NNPCCL_TOPO: a preset name or a topology file; empty = flat
+    bool emulate_links = false;       // NNPCCL_EMULATE_LINKS=1: pace traffic to the topology's links
+    double emulate_scale = 1.0;       // NNPCCL_EMULATE_SCALE: emulated time runs this many times slower
 };
 
 // Parses "4096", "512K", "4M", "1G" (powers of 1024). Returns nullopt on
