@@ -67,16 +67,33 @@ bool Engine::sends_pending() const {
 }
 
 void Engine::finish_pending_sends() {
-    while (sends_pending() && !failed_.load()) {
+    // Poll in short turns, holding the drive lock only for the poll itself,
+    // so a caller who wants to drive is never kept waiting behind a sleep.
+    while (true) {
         {
-            std::lock_guard<std::mutex> lock(queue_mutex_);
-            if (stopping_ || !queue_.empty()) return; // a driver takes over from here
+            std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
+            if (!driving.owns_lock()) return; // whoever drives takes the pending sends along
+            {
+                std::lock_guard<std::mutex> lock(queue_mutex_);
+                if (stopping_ || !queue_.empty()) return;
+            }
+            if (failed_.load() || !sends_pending()) return;
+            for (Transport *t : transports_) t->poll();
         }
-        uint64_t seen = event_count();
-        for (Transport *t : transports_) t->poll();
-        if (event_count() == seen && transports_.size() == 1) transports_[0]->wait_for_event(seen, 1);
-        else if (event_count() == seen) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::unique_lock<std::mutex> lock(queue_mutex_);
+        queue_changed_.wait_for(lock, std::chrono::microseconds(50), [this] { return stopping_ || !queue_.empty(); });
     }
+}
+
+void Engine::hand_over_pending_sends() {
+    // Completions of eager sends are usually waiting: collect them first, so
+    // only sends that really need more progress wake the thread.
+    for (Transport *t : transports_) t->poll();
+    if (!sends_pending()) return;
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    sends_pending_ = true;
+    ensure_progress_thread();
+    queue_changed_.notify_one();
 }
 
 Status Engine::wait(Operation &op) {
@@ -193,27 +210,14 @@ void Engine::drive(Operation *target) {
     bool idle = false;
     Clock::time_point idle_since{}, last_check{};
     while (true) {
-        if (target != nullptr && target->done.load(std::memory_order_acquire)) {
-            std::lock_guard<std::mutex> lock(queue_mutex_);
-            if (queue_.empty() && sends_pending()) {
-                sends_pending_ = true;
-                ensure_progress_thread();
-                queue_changed_.notify_one();
-            }
-            return;
-        }
         std::shared_ptr<Operation> op;
         {
             std::lock_guard<std::mutex> lock(queue_mutex_);
-            if (queue_.empty()) {
-                if (sends_pending()) {
-                    sends_pending_ = true;
-                    ensure_progress_thread();
-                    queue_changed_.notify_one();
-                }
-                return;
-            }
-            op = queue_.front();
+            if (!queue_.empty()) op = queue_.front();
+        }
+        if (op == nullptr || (target != nullptr && target->done.load(std::memory_order_acquire))) {
+            if (op == nullptr) hand_over_pending_sends();
+            return;
         }
         if (failed_.load()) {
             fail_locked_queue(failure());
@@ -258,8 +262,8 @@ void Engine::progress_thread_main() {
         {
             std::lock_guard<std::mutex> driving(drive_mutex_);
             drive(nullptr);
-            finish_pending_sends();
         }
+        finish_pending_sends();
         lock.lock();
     }
 }
