@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "affinity.hpp"
 #include "builders.hpp"
 #include "dtype.hpp"
 #include "log.hpp"
@@ -89,6 +90,13 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
         for (int q = 0; q < r && !any_host_shared; ++q)
             any_host_shared = hosts[static_cast<size_t>(q)] == hosts[static_cast<size_t>(r)];
     }
+    RankPlacement placement;
+    int local_index = 0;
+    for (size_t i = 0; i < local.size(); ++i)
+        if (local[i] == rank) local_index = static_cast<int>(i);
+    NNPCCL_TRY(place_local_rank(comm->settings.pin, local_index, static_cast<int>(local.size()), &placement));
+    if (placement.numa_nodes > 1) comm->settings.numa_node = placement.numa_node;
+    comm->settings.nic_hint = placement.nic;
     const TransportMode tm = comm->settings.transport;
     if (tm == TransportMode::Shm && any_remote)
         return invalid_usage("NNPCCL_TRANSPORT=shm, but the ranks run on more than one host (rank %d on %s, rank 0 on "

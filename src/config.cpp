@@ -57,6 +57,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     else if (!transport.empty() && transport != "auto")
         return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm or ofi", transport.c_str());
     s.topology = env_string("NNPCCL_TOPO");
+    s.pin = env_string("NNPCCL_PIN");
     int emulate = 0;
     NNPCCL_TRY(env_int("NNPCCL_EMULATE_LINKS", 0, 1, &emulate));
     s.emulate_links = emulate == 1;

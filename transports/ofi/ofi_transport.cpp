@@ -254,13 +254,15 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &
 
     // Which one: the interface NNPCCL_SOCKET_IFNAME names (tcp names its
     // domains after interfaces); else, without a provider request, tcp on a
-    // non-loopback interface, which reaches other hosts; else the first.
+    // non-loopback interface, which reaches other hosts, preferring the NIC
+    // nearest this rank's NUMA node; else the first.
     std::string ifname = env_string("NNPCCL_SOCKET_IFNAME");
     auto score = [&](const fi_info *i) {
         const char *prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
         const char *dom = i->domain_attr->name != nullptr ? i->domain_attr->name : "";
         int s = 0;
         if (!ifname.empty() && std::strcmp(dom, ifname.c_str()) == 0) s += 8;
+        if (ifname.empty() && !settings.nic_hint.empty() && settings.nic_hint == dom) s += 1; // the rank's nearest NIC
         if (provider.empty() && std::strncmp(prov, "tcp", 3) == 0) s += 4;
         if (!is_loopback_domain(i)) s += 2;
         return s;

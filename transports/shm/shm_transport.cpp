@@ -118,6 +118,13 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         shm_unlink(t->own_name_.c_str());
         return st;
     }
+    if (settings.numa_node >= 0 && settings.numa_node < 64) {
+        // Peers write these pages, and first touch would put them on the
+        // writer's node: ask for the reader's (this rank's) node instead.
+        unsigned long mask = 1ul << settings.numa_node;
+        if (syscall(SYS_mbind, mem, t->segment_bytes_, 1 /* MPOL_PREFERRED */, &mask, 64, 0) != 0)
+            LOG_INFO("shm: could not prefer NUMA node %d for the segment: %s", settings.numa_node, std::strerror(errno));
+    }
     auto *seg = static_cast<Segment *>(mem);
     seg->magic = kSegmentMagic;
     seg->nranks = static_cast<uint32_t>(t->nranks_);
