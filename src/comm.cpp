@@ -166,7 +166,8 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         break;
     case Collective::Barrier: break;
     }
-    const size_t chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
+    // A message also carries the operation's descriptor in front of the data.
+    const size_t chunk_elems = std::max<size_t>(1, (settings.chunk_bytes - kDescriptorBytes) / std::max<size_t>(1, elem));
     CacheKey key{static_cast<int>(call.collective), call.count, elem, call.root, in_place};
     auto cached = schedule_cache.find(key);
     std::shared_ptr<const Schedule> schedule;
@@ -194,6 +195,15 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     buffers.datatype = call.datatype;
     buffers.op = call.op;
     buffers.nranks = static_cast<uint32_t>(nranks);
+    buffers.descriptor.collective = static_cast<uint32_t>(call.collective);
+    buffers.descriptor.sequence = next_sequence;
+    buffers.descriptor.count = call.count;
+    const bool reduces = call.collective == Collective::Allreduce || call.collective == Collective::ReduceScatter ||
+                         call.collective == Collective::Reduce;
+    const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
+    buffers.descriptor.datatype = call.collective == Collective::Barrier ? -1 : static_cast<int32_t>(call.datatype);
+    buffers.descriptor.op = reduces ? static_cast<int32_t>(call.op) : -1;
+    buffers.descriptor.root = rooted ? call.root : -1;
     op->description = format("%s #%llu (%zu x %s, %s%s)", collective_name(call.collective),
                              static_cast<unsigned long long>(next_sequence++), call.count,
                              datatype_name(call.datatype), redop_name(call.op), in_place ? ", in place" : "");

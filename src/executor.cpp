@@ -10,7 +10,19 @@ namespace nnpccl {
 ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const OperationBuffers &buffers,
                          const std::vector<Transport *> &route, unsigned char *scratch)
     : schedule_(std::move(schedule)), buffers_(buffers), elem_size_(datatype_size(buffers.datatype)), route_(route),
-      cursor_(schedule_->channels.size(), 0), scratch_(scratch) {}
+      cursor_(schedule_->channels.size(), 0), scratch_(scratch),
+      announced_(route.size() * schedule_->channels.size(), 0), verified_(route.size() * schedule_->channels.size(), 0) {}
+
+std::string describe(const OperationDescriptor &d) {
+    static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "barrier"};
+    const char *name = d.collective < 6 ? names[d.collective] : "an unknown collective";
+    std::string text = format("%s #%llu (count %llu", name, static_cast<unsigned long long>(d.sequence),
+                              static_cast<unsigned long long>(d.count));
+    if (valid_datatype(d.datatype)) text += std::string(", ") + datatype_name(static_cast<nnpccl_datatype_t>(d.datatype));
+    if (valid_redop(d.op)) text += std::string(", ") + redop_name(static_cast<nnpccl_redop_t>(d.op));
+    if (d.root >= 0) text += format(", root %d", d.root);
+    return text + ")";
+}
 
 bool ScheduleRun::finished() const {
     for (size_t c = 0; c < cursor_.size(); ++c)
@@ -34,20 +46,38 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     void *out = nullptr;
     Transport *rx = step.has(kRecv) ? route_[static_cast<size_t>(step.recv_peer)] : nullptr;
     Transport *tx = step.has(kSend) ? route_[static_cast<size_t>(step.send_peer)] : nullptr;
+    const bool check_descriptor = rx != nullptr && !verified_[stream_index(step.recv_peer, channel)];
+    const bool send_descriptor = tx != nullptr && !announced_[stream_index(step.send_peer, channel)];
     if (rx != nullptr) {
         size_t in_bytes = 0;
-        in = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
-        if (in == nullptr) return false;
-        if (in_bytes != bytes) {
-            *status = invalid_usage("rank %d sent a message of %zu bytes where %zu were due (channel %d): the ranks "
-                                    "called different collectives, counts or datatypes",
-                                    step.recv_peer, in_bytes, bytes, channel);
+        const void *message = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
+        if (message == nullptr) return false;
+        const size_t header = check_descriptor ? kDescriptorBytes : 0;
+        if (check_descriptor) {
+            OperationDescriptor theirs;
+            if (in_bytes >= kDescriptorBytes) std::memcpy(&theirs, message, sizeof theirs);
+            if (in_bytes < kDescriptorBytes || !(theirs == buffers_.descriptor)) {
+                *status = invalid_usage("rank %d called %s where this rank called %s: every rank must call the same "
+                                        "collectives in the same order with the same arguments",
+                                        step.recv_peer,
+                                        in_bytes < kDescriptorBytes ? "something else" : describe(theirs).c_str(),
+                                        describe(buffers_.descriptor).c_str());
+                return false;
+            }
+        }
+        if (in_bytes != bytes + header) {
+            *status = invalid_usage("rank %d sent a message of %zu bytes where %zu were due (channel %d, %s)",
+                                    step.recv_peer, in_bytes - header, bytes, channel,
+                                    describe(buffers_.descriptor).c_str());
             return false;
         }
+        in = static_cast<const char *>(message) + header;
     }
+    void *slot = nullptr;
     if (tx != nullptr) {
-        out = tx->try_acquire_send(step.send_peer, channel);
-        if (out == nullptr) return false;
+        slot = tx->try_acquire_send(step.send_peer, channel);
+        if (slot == nullptr) return false;
+        out = static_cast<char *>(slot) + (send_descriptor ? kDescriptorBytes : 0);
     }
     char *src = address(step.src);
     char *dst = address(step.dst);
@@ -74,8 +104,15 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         divide(target, src, step.count, buffers_.datatype, divisor);
         if (store && out != nullptr) std::memcpy(out, dst, bytes);
     }
-    if (rx != nullptr) rx->release_recv(step.recv_peer, channel);
-    if (tx != nullptr) tx->commit_send(step.send_peer, channel, bytes);
+    if (rx != nullptr) {
+        rx->release_recv(step.recv_peer, channel);
+        verified_[stream_index(step.recv_peer, channel)] = 1;
+    }
+    if (tx != nullptr) {
+        if (send_descriptor) std::memcpy(slot, &buffers_.descriptor, sizeof buffers_.descriptor);
+        tx->commit_send(step.send_peer, channel, bytes + (send_descriptor ? kDescriptorBytes : 0));
+        announced_[stream_index(step.send_peer, channel)] = 1;
+    }
     return true;
 }
 

@@ -17,7 +17,34 @@
 
 namespace nnpccl {
 
+// What every rank must agree on for one operation. The first message an
+// operation sends to each peer on each channel carries it in front of the
+// data, and the receiver compares it with its own before it trusts the
+// data: ranks that called different collectives, counts, datatypes, ops or
+// roots at the same point get an error naming both sides, never corrupted
+// data or a hang. kDescriptorBytes keeps the payload cache-line aligned.
+struct OperationDescriptor {
+    uint32_t magic = 0x6e6e6f70; // "nnop"
+    uint32_t collective = 0;
+    uint64_t sequence = 0;
+    uint64_t count = 0;
+    int32_t datatype = 0;
+    int32_t op = 0;
+    int32_t root = -1;
+    uint32_t reserved = 0;
+    bool operator==(const OperationDescriptor &o) const {
+        return magic == o.magic && collective == o.collective && sequence == o.sequence && count == o.count &&
+               datatype == o.datatype && op == o.op && root == o.root;
+    }
+};
+constexpr size_t kDescriptorBytes = 64;
+static_assert(sizeof(OperationDescriptor) <= kDescriptorBytes);
+
+// "allreduce #12 (count 6, float, sum)"
+std::string describe(const OperationDescriptor &d);
+
 struct OperationBuffers {
+    OperationDescriptor descriptor;
     const void *send = nullptr;
     void *recv = nullptr;
     void *scratch = nullptr; // schedule->scratch_elems elements
@@ -45,6 +72,9 @@ public:
 
 private:
     bool try_step(int channel, const Step &step, Status *status);
+    size_t stream_index(int peer, int channel) const {
+        return static_cast<size_t>(peer) * schedule_->channels.size() + static_cast<size_t>(channel);
+    }
     char *address(const BufRef &ref) const;
 
     std::shared_ptr<const Schedule> schedule_;
@@ -53,6 +83,9 @@ private:
     const std::vector<Transport *> &route_;
     std::vector<size_t> cursor_;
     unsigned char *scratch_; // one message: where a reduce lands before it is sent
+    // Per (peer, channel): whether this operation's descriptor went out / came in yet.
+    std::vector<uint8_t> announced_;
+    std::vector<uint8_t> verified_;
 };
 
 } // namespace nnpccl

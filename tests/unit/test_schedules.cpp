@@ -27,7 +27,7 @@ using Builder = std::function<Schedule(const CollectiveArgs &)>;
 size_t simulate(CallShape shape, const Builder &build, size_t chunk_elems) {
     const size_t es = datatype_size(shape.dt);
     const int p = shape.nranks;
-    LoopFabric fabric(p, chunk_elems * es, 2);
+    LoopFabric fabric(p, chunk_elems * es + kDescriptorBytes, 2);
     std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
     std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
     std::vector<std::vector<unsigned char>> scratches(static_cast<size_t>(p));
@@ -181,7 +181,7 @@ TEST_CASE("barrier schedule exchanges zero-byte messages only", "[schedules]") {
 }
 
 TEST_CASE("a wrong-size message is reported as a mismatch, not used", "[schedules]") {
-    LoopFabric fabric(2, 64, 2);
+    LoopFabric fabric(2, 64 + kDescriptorBytes, 2);
     std::vector<Transport *> route0(2, fabric.endpoint(0));
     // Rank 1 sends 3 floats where rank 0's allreduce of 2 expects 1 per piece.
     void *slot = fabric.endpoint(1)->try_acquire_send(0, 0);

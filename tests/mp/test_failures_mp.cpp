@@ -1,0 +1,139 @@
+// How jobs fail, on real ranks: ranks that disagree about a call get an
+// error naming both sides (never corrupted data, never a hang); a rank that
+// never calls makes the others time out at the deadline, naming what they
+// waited for; garbage thrown at the rendezvous root does not stop the job.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bootstrap_wire.hpp"
+#include "local_launch.hpp"
+
+namespace {
+
+nnpccl_comm_t join(int rank, int nranks, const nnpccl_unique_id_t &id, int timeout_sec) {
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    cfg.timeout_sec = timeout_sec;
+    nnpccl_comm_t comm = nullptr;
+    if (nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg) != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "rank %d: init failed: %s\n", rank, nnpccl_get_last_error(nullptr));
+        return nullptr;
+    }
+    return comm;
+}
+
+// Rank 1 passes `count + 1`; every rank must fail within the deadline, and
+// ranks that saw the other side's descriptor must say what both called.
+int mismatched_counts(int rank, int nranks, const nnpccl_unique_id_t &id, size_t count) {
+    nnpccl_comm_t comm = join(rank, nranks, id, 20);
+    if (comm == nullptr) return 1;
+    std::vector<float> buf(count + 1, 1.0f);
+    auto t0 = std::chrono::steady_clock::now();
+    nnpccl_result_t rc =
+        nnpccl_allreduce(buf.data(), buf.data(), rank == 1 ? count + 1 : count, NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string message = nnpccl_get_last_error(comm);
+    int failures = 0;
+    if (rc != NNPCCL_ERR_INVALID_USAGE && rc != NNPCCL_ERR_REMOTE) {
+        std::fprintf(stderr, "rank %d: a mismatched allreduce returned %s\n", rank, nnpccl_get_error_string(rc));
+        ++failures;
+    }
+    if (rc == NNPCCL_ERR_INVALID_USAGE && message.find("count " + std::to_string(count + 1)) == std::string::npos &&
+        message.find("count " + std::to_string(count)) == std::string::npos) {
+        std::fprintf(stderr, "rank %d: the mismatch message does not name the counts: %s\n", rank, message.c_str());
+        ++failures;
+    }
+    if (seconds > 10) {
+        std::fprintf(stderr, "rank %d: the mismatch took %.1f s to surface\n", rank, seconds);
+        ++failures;
+    }
+    nnpccl_result_t async = NNPCCL_SUCCESS;
+    nnpccl_comm_get_async_error(comm, &async);
+    if (async == NNPCCL_SUCCESS) ++failures; // the communicator is failed now
+    nnpccl_comm_abort(comm);
+    return failures;
+}
+
+} // namespace
+
+TEST_CASE("ranks that call with different counts all get an error naming both calls", "[mp][desync]") {
+    // Small: the direct algorithm, where every rank hears from every other.
+    CHECK(run_local_ranks(3, [](int r, int n, const nnpccl_unique_id_t &id) { return mismatched_counts(r, n, id, 6); }) == 0);
+    // Large: the ring, where a rank hears only from its neighbour; the rest
+    // learn of it from the failing ranks.
+    CHECK(run_local_ranks(4, [](int r, int n, const nnpccl_unique_id_t &id) {
+              return mismatched_counts(r, n, id, 100000);
+          }) == 0);
+}
+
+TEST_CASE("a rank that never calls makes the others time out at the deadline, naming it", "[mp][timeout]") {
+    CHECK(run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 2);
+              if (comm == nullptr) return 1;
+              if (rank == 2) { // alive, but never calls
+                  sleep(5);
+                  nnpccl_comm_abort(comm);
+                  return 0;
+              }
+              std::vector<float> buf(1 << 16, 1.0f);
+              auto t0 = std::chrono::steady_clock::now();
+              nnpccl_result_t rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              std::string message = nnpccl_get_last_error(comm);
+              int failures = 0;
+              // The rank waiting on rank 2 times out; its neighbour may instead learn of that failure.
+              if (rc != NNPCCL_ERR_TIMEOUT && rc != NNPCCL_ERR_REMOTE) ++failures;
+              if (rc == NNPCCL_ERR_TIMEOUT && message.find("rank 2") == std::string::npos) ++failures;
+              if (seconds < 1.5 || seconds > 8) ++failures;
+              if (failures) std::fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, nnpccl_get_error_string(rc), seconds, message.c_str());
+              nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
+}
+
+TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {
+    nnpccl_unique_id_t id;
+    REQUIRE(nnpccl_get_unique_id(&id) == NNPCCL_SUCCESS);
+    nnpccl::UniqueId decoded;
+    REQUIRE(nnpccl::decode_unique_id(id, &decoded).is_ok());
+    // A port scanner, a stray client with random bytes, a truncated hello and
+    // an oversized frame, all before the ranks join.
+    auto poke = [&](const std::string &bytes) {
+        int fd = socket(decoded.root.family(), SOCK_STREAM, 0);
+        REQUIRE(fd >= 0);
+        if (connect(fd, reinterpret_cast<const sockaddr *>(&decoded.root.storage), decoded.root.length) == 0 &&
+            !bytes.empty())
+            (void)!write(fd, bytes.data(), bytes.size());
+        return fd;
+    };
+    std::vector<int> strays;
+    strays.push_back(poke(""));
+    strays.push_back(poke(std::string(300, '\x5a')));
+    nnpccl::FrameHeader truncated{nnpccl::kFrameMagic, 1, 24};
+    strays.push_back(poke(std::string(reinterpret_cast<char *>(&truncated), sizeof truncated) + "short"));
+    nnpccl::FrameHeader huge{nnpccl::kFrameMagic, 2, uint64_t{1} << 40};
+    strays.push_back(poke(std::string(reinterpret_cast<char *>(&huge), sizeof huge)));
+    nnpccl::Hello wrong_secret{};
+    wrong_secret.rank = 0;
+    wrong_secret.nranks = 2;
+    strays.push_back(poke(nnpccl::encode_frame(nnpccl::FrameType::Hello, &wrong_secret, sizeof wrong_secret)));
+    int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        nnpccl_comm_t comm = join(rank, nranks, id, 20);
+        if (comm == nullptr) return 1;
+        int32_t mine = rank + 1, sum = 0;
+        int failures = nnpccl_allreduce(&mine, &sum, 1, NNPCCL_INT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS || sum != 3;
+        failures += nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS;
+        return failures;
+    });
+    for (int fd : strays) close(fd);
+    CHECK(status == 0);
+}
