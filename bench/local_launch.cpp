@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <vector>
 
-int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_unique_id_t &)> &body) {
+int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_unique_id_t &)> &body,
+                    bool stop_others_on_failure, std::vector<int> *statuses) {
     nnpccl_unique_id_t id;
     nnpccl_result_t rc = nnpccl_get_unique_id(&id);
     if (rc != NNPCCL_SUCCESS) {
@@ -42,7 +43,12 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
         if (pid < 0) break;
         --left;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (code != 0 && worst == 0) {
+        if (statuses != nullptr) {
+            statuses->resize(children.size(), 0);
+            for (size_t r = 0; r < children.size(); ++r)
+                if (children[r] == pid) (*statuses)[r] = code;
+        }
+        if (code != 0 && worst == 0 && stop_others_on_failure) {
             std::fprintf(stderr, "ccl-bench: a rank (pid %d) exited with status %d; stopping the others\n",
                          static_cast<int>(pid), code);
             for (pid_t c : children)

@@ -4,9 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "nnpccl.h"
 
 // Forks `nranks` children, each calling body(rank, nranks, id); returns the
-// exit status for the whole job (0 when every rank exited 0).
-int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_unique_id_t &)> &body);
+// exit status for the whole job (0 when every rank exited 0). With
+// `stop_others_on_failure` false the others run on (to see how they fail).
+// `statuses`, when given, receives each rank's exit status.
+int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_unique_id_t &)> &body,
+                    bool stop_others_on_failure = true, std::vector<int> *statuses = nullptr);

@@ -240,6 +240,7 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
         Status flushed = st.is_ok() ? t->flush(deadline) : Status::ok();
         if (!flushed) st = flushed;
     }
+    comm->bootstrap->say_goodbye();
     comm->magic = 0;
     delete comm;
     return st.code() == NNPCCL_SUCCESS ? NNPCCL_SUCCESS : report(nullptr, st);

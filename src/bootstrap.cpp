@@ -1,5 +1,10 @@
 #include "bootstrap.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "log.hpp"
 
 namespace nnpccl {
@@ -24,6 +29,34 @@ Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline 
 }
 
 Bootstrap::~Bootstrap() { close_fd(fd_); }
+
+Status Bootstrap::check_job() {
+    if (root_gone_ || fd_ < 0) return Status::ok();
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) return Status::ok();
+    FrameHeader h{};
+    ssize_t n = recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        root_gone_ = true;
+        LOG_INFO("the bootstrap root at %s has gone away; peers' failures are now seen only by the transports",
+                 root_name_.c_str());
+        return Status::ok();
+    }
+    if (n < static_cast<ssize_t>(sizeof h)) return Status::ok(); // the rest is on its way
+    Deadline soon = Deadline::after_seconds(1);
+    NNPCCL_TRY(recv_all(fd_, &h, sizeof h, soon));
+    NNPCCL_TRY(check_frame_header(h, kMaxRankPayload));
+    std::string payload(h.length, '\0');
+    NNPCCL_TRY(recv_all(fd_, payload.data(), payload.size(), soon));
+    if (h.type == static_cast<uint32_t>(FrameType::Error)) return remote_error("%s", payload.c_str());
+    return invalid_usage("bootstrap root sent message type %u outside an allgather", h.type);
+}
+
+void Bootstrap::say_goodbye() {
+    if (fd_ < 0 || root_gone_) return;
+    std::string frame = encode_frame(FrameType::Goodbye, nullptr, 0);
+    (void)send_all(fd_, frame.data(), frame.size(), Deadline::after_seconds(1));
+}
 
 Status Bootstrap::allgather(const std::string &mine, const Deadline &deadline, std::vector<std::string> *all) {
     if (mine.size() > kMaxRankPayload)

@@ -26,6 +26,14 @@ public:
     Status allgather(const std::string &mine, const Deadline &deadline, std::vector<std::string> *all);
     Status barrier(const Deadline &deadline);
 
+    // Without waiting: NNPCCL_ERR_REMOTE when the root has reported a rank
+    // dead or aborted. A root that has gone away is not an error by itself
+    // (its process may simply have finished); transports and deadlines
+    // cover that case.
+    Status check_job();
+    // Tells the root this rank leaves cleanly (before destroy closes the connection).
+    void say_goodbye();
+
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
     const std::string &root_name() const { return root_name_; }
@@ -34,6 +42,7 @@ private:
     Bootstrap(int fd, int rank, int nranks, std::string root_name)
         : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)) {}
     int fd_;
+    bool root_gone_ = false;
     int rank_;
     int nranks_;
     std::string root_name_;

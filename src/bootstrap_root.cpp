@@ -31,6 +31,7 @@ struct Peer {
     bool has_part = false;
     std::string part;
     bool closing = false; // close once `out` is flushed
+    bool said_goodbye = false;
 };
 
 class RootServer {
@@ -133,6 +134,10 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
         if (joined_count() == nranks_) all_joined_ = true;
         return;
     }
+    if (type == FrameType::Goodbye) {
+        p.said_goodbye = true;
+        return;
+    }
     if (type != FrameType::Gather || p.has_part) return drop(p, "unexpected message from a joined rank");
     p.has_part = true;
     p.part = payload;
@@ -165,14 +170,15 @@ void RootServer::read_from(Peer &p) {
         ssize_t n = recv(p.fd, buf, sizeof buf, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             if (p.rank >= 0) {
-                // A rank going away between rounds is a normal destroy; one
-                // that others are waiting for in a round is a failure.
-                bool others_waiting = false;
-                for (const Peer &q : peers_) others_waiting |= (&q != &p && q.fd >= 0 && q.has_part);
+                // A rank that said goodbye has destroyed its communicator;
+                // one that did not has died or aborted, and every other
+                // rank must hear of it rather than wait for it.
                 int rank = p.rank;
+                bool clean = p.said_goodbye;
+                std::string from = p.peer_name;
                 close_fd(p.fd);
-                if (others_waiting || !all_joined_)
-                    fail_job(format("rank %d left the job while other ranks were waiting for it", rank));
+                if (!clean)
+                    fail_job(format("rank %d (connected from %s) died or aborted", rank, from.c_str()));
             } else {
                 close_fd(p.fd);
             }

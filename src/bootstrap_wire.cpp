@@ -33,7 +33,7 @@ std::string encode_frame(FrameType type, const void *payload, size_t length) {
 
 Status check_frame_header(const FrameHeader &h, size_t max_length) {
     if (h.magic != kFrameMagic) return invalid_usage("bootstrap frame has a bad magic number 0x%08x", h.magic);
-    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Error))
+    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Goodbye))
         return invalid_usage("bootstrap frame has an unknown type %u", h.type);
     if (h.length > max_length)
         return invalid_usage("bootstrap frame of %llu bytes exceeds the limit of %zu",

@@ -29,6 +29,7 @@ enum class FrameType : uint32_t {
     Gather = 2,       // rank -> root: this rank's part of an allgather
     GatherResult = 3, // root -> rank: every rank's part, in rank order
     Error = 4,        // root -> rank: the job cannot go on; payload is the reason
+    Goodbye = 5,      // rank -> root: this rank leaves cleanly (destroy), do not report it as dead
 };
 
 struct FrameHeader {

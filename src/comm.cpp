@@ -140,6 +140,8 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     std::vector<Transport *> transports = comm->active_transports();
     comm->reduce_scratch.assign(comm->settings.chunk_bytes, 0);
     comm->engine = std::make_unique<Engine>(transports, comm->settings, static_cast<int>(local.size()));
+    Bootstrap *bootstrap = comm->bootstrap.get();
+    comm->engine->set_job_check([bootstrap] { return bootstrap->check_job(); });
     LOG_INFO("communicator ready: rank %d of %d, %zu on this host, topology %s", rank, nranks, local.size(),
              comm->topology.name().c_str());
     *out = std::move(comm);

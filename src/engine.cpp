@@ -179,12 +179,12 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
     auto now = Clock::now();
     if (now - last_check >= kLivenessPeriod) {
         last_check = now;
-        for (Transport *t : transports_) {
-            Status peers = t->check_peers();
-            if (!peers) {
-                fail_locked_queue(Status(peers.code(), op.description + ": " + peers.message()));
-                return false;
-            }
+        Status peers = job_check_ ? job_check_() : Status::ok();
+        for (Transport *t : transports_)
+            if (peers) peers = t->check_peers();
+        if (!peers) {
+            fail_locked_queue(Status(peers.code(), op.description + ": " + peers.message()));
+            return false;
         }
         if (now - idle_since >= std::chrono::seconds(settings_.timeout_sec)) {
             fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s",

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +62,9 @@ public:
     void abort(const Status &why);
     // The error that failed the engine, or ok.
     Status failure() const;
+    // Checked with the transports' own liveness every 100 ms while waiting
+    // (the rendezvous root's reports of dead ranks).
+    void set_job_check(std::function<Status()> check) { job_check_ = std::move(check); }
 
 private:
     void drive(Operation *target);
@@ -78,6 +82,7 @@ private:
     void hand_over_pending_sends();
 
     std::vector<Transport *> transports_;
+    std::function<Status()> job_check_;
     Settings settings_;
     int spin_us_;
 

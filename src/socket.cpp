@@ -192,6 +192,13 @@ Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd) {
             fcntl(s, F_SETFL, flags & ~O_NONBLOCK);
             int one = 1;
             setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            // The low-rate heartbeat: a host that dies without closing its
+            // sockets is noticed after about 5 s of silence.
+            int idle = 2, interval = 1, count = 3;
+            setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+            setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+            setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+            setsockopt(s, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
             *fd = s;
             return Status::ok();
         }

@@ -7,6 +7,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -98,6 +100,70 @@ TEST_CASE("a rank that never calls makes the others time out at the deadline, na
               nnpccl_comm_abort(comm);
               return failures;
           }) == 0);
+}
+
+namespace {
+
+// Rank 2 starts a large allreduce and is killed part-way through; the other
+// three must return NNPCCL_ERR_REMOTE naming rank 2, within 5 seconds.
+void kill_one_of_four(const char *transport) {
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    std::vector<int> statuses;
+    run_local_ranks(
+        4,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = join(rank, nranks, id, 60); // far beyond 5 s: liveness, not the deadline, must end it
+            if (comm == nullptr) return 1;
+            std::vector<float> buf(16 << 20, 1.0f);
+            if (rank == 2) {
+                nnpccl_request_t req = nullptr;
+                nnpccl_iallreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm, &req);
+                usleep(20000);
+                raise(SIGKILL);
+            }
+            auto t0 = std::chrono::steady_clock::now();
+            nnpccl_result_t rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+            double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::string message = nnpccl_get_last_error(comm);
+            nnpccl_result_t async = NNPCCL_SUCCESS;
+            nnpccl_comm_get_async_error(comm, &async);
+            bool ok = rc == NNPCCL_ERR_REMOTE && async == NNPCCL_ERR_REMOTE && seconds < 5 &&
+                      message.find("rank 2") != std::string::npos;
+            if (!ok)
+                std::fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, nnpccl_get_error_string(rc), seconds,
+                             message.c_str());
+            nnpccl_comm_abort(comm);
+            return ok ? 0 : 1;
+        },
+        false, &statuses);
+    unsetenv("NNPCCL_TRANSPORT");
+    REQUIRE(statuses.size() == 4);
+    CHECK(statuses[0] == 0);
+    CHECK(statuses[1] == 0);
+    CHECK(statuses[2] == 128 + SIGKILL);
+    CHECK(statuses[3] == 0);
+}
+
+std::vector<std::string> leftover_segments() {
+    std::vector<std::string> names;
+    if (DIR *d = opendir("/dev/shm")) {
+        while (dirent *e = readdir(d))
+            if (std::strncmp(e->d_name, "nnpccl-", 7) == 0) names.push_back(e->d_name);
+        closedir(d);
+    }
+    return names;
+}
+
+} // namespace
+
+TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over shm", "[mp][dead-peer]") {
+    auto before = leftover_segments();
+    kill_one_of_four("shm");
+    CHECK(leftover_segments() == before);
+}
+
+TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over ofi", "[mp][dead-peer]") {
+    kill_one_of_four("ofi");
 }
 
 TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {
