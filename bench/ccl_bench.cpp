@@ -17,6 +17,7 @@
 #include "config.hpp"
 #include "dtype.hpp"
 #include "local_launch.hpp"
+#include "soak.hpp"
 #include "nnpccl.h"
 
 namespace {
@@ -49,11 +50,12 @@ struct Options {
     nnpccl_redop_t op = NNPCCL_SUM;
     int root = 0;
     int np = 0;
+    double soak_seconds = 0;
     std::string json_path;
 };
 
 const char kUsage[] =
-    "usage: ccl-bench COLLECTIVE [options]\n"
+    "usage: ccl-bench COLLECTIVE [options]   or   ccl-bench --soak SECONDS [options]\n"
     "  COLLECTIVE      allreduce | reduce_scatter | allgather | broadcast | reduce\n"
     "  -b, --minbytes  smallest size in bytes (K, M, G suffixes), default 32M\n"
     "  -e, --maxbytes  largest size, default 32M\n"
@@ -71,6 +73,8 @@ const char kUsage[] =
     "  --topo T        plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
     "                  nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024) or a topology file;\n"
     "                  sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)\n"
+    "  --soak SECONDS  instead of a sweep: a random mix of every collective, size (up to -e),\n"
+    "                  datatype and op, all checked, then ops, bytes, wrong values, RSS and fds\n"
     "  --np N          start N ranks on this host; without it the launcher's environment\n"
     "                  (mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used\n"
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
@@ -131,6 +135,7 @@ Options parse_options(int argc, char **argv) {
         } else if (a == "-r" || a == "--root") o.root = parse_int_arg("-r", next(), 0);
         else if (a == "-J" || a == "--output_file") o.json_path = next();
         else if (a == "--np") o.np = parse_int_arg("--np", next(), 1);
+        else if (a == "--soak") o.soak_seconds = parse_int_arg("--soak", next(), 1);
         else if (a == "--topo") setenv("NNPCCL_TOPO", next(), 1); // every rank inherits it
         else if (a == "--transport") {
             std::string t = next();
@@ -139,8 +144,9 @@ Options parse_options(int argc, char **argv) {
         }
         else usage_error("unknown option '" + a + "'");
     }
-    if (o.coll == nullptr) usage_error("name a collective");
-    if (o.max_bytes < o.min_bytes) usage_error("-e is smaller than -b");
+    if (o.coll == nullptr && o.soak_seconds == 0) usage_error("name a collective (or --soak SECONDS)");
+    if (o.coll == nullptr) o.coll = &kColls[0];
+    if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
     if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
     return o;
 }
@@ -236,15 +242,7 @@ nnpccl_check::CallShape Bench::shape(size_t total, bool in_place) const {
 }
 
 nnpccl_result_t Bench::call(const void *send, void *recv, const nnpccl_check::CallShape &s) {
-    switch (s.collective) {
-    case Collective::Allreduce: return nnpccl_allreduce(send, recv, s.count, s.dt, s.op, comm_);
-    case Collective::ReduceScatter: return nnpccl_reduce_scatter(send, recv, s.count, s.dt, s.op, comm_);
-    case Collective::Allgather: return nnpccl_allgather(send, recv, s.count, s.dt, comm_);
-    case Collective::Broadcast: return nnpccl_broadcast(send, recv, s.count, s.dt, s.root, comm_);
-    case Collective::Reduce: return nnpccl_reduce(send, recv, s.count, s.dt, s.op, s.root, comm_);
-    case Collective::Barrier: break;
-    }
-    return NNPCCL_ERR_INTERNAL;
+    return nnpccl_check::issue(comm_, s, send, recv);
 }
 
 double Bench::sum_over_ranks(double v) {
@@ -392,7 +390,8 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
         nnpccl_comm_destroy(comm);
         return 2;
     }
-    int status = Bench(o, comm, rank, nranks).run();
+    int status = o.soak_seconds > 0 ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes)
+                                    : Bench(o, comm, rank, nranks).run();
     nnpccl_result_t rc = nnpccl_comm_destroy(comm);
     if (rc != NNPCCL_SUCCESS) {
         std::fprintf(stderr, "ccl-bench: rank %d: destroy failed: %s\n", rank, nnpccl_get_last_error(nullptr));

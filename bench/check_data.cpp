@@ -230,4 +230,16 @@ size_t bytes_written(const CallShape &s) {
     }
 }
 
+nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, void *recv) {
+    switch (s.collective) {
+    case Collective::Allreduce: return nnpccl_allreduce(send, recv, s.count, s.dt, s.op, comm);
+    case Collective::ReduceScatter: return nnpccl_reduce_scatter(send, recv, s.count, s.dt, s.op, comm);
+    case Collective::Allgather: return nnpccl_allgather(send, recv, s.count, s.dt, comm);
+    case Collective::Broadcast: return nnpccl_broadcast(send, recv, s.count, s.dt, s.root, comm);
+    case Collective::Reduce: return nnpccl_reduce(send, recv, s.count, s.dt, s.op, s.root, comm);
+    case Collective::Barrier: return nnpccl_barrier(comm);
+    }
+    return NNPCCL_ERR_INTERNAL;
+}
+
 } // namespace nnpccl_check

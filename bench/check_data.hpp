@@ -70,4 +70,7 @@ size_t count_wrong(const CallShape &s, const void *recv);
 // Bytes of recv_storage the call may write, from its start (for guard checks).
 size_t bytes_written(const CallShape &s);
 
+// Makes the call through the public C API (blocking).
+nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, void *recv);
+
 } // namespace nnpccl_check

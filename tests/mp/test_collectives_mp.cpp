@@ -17,18 +17,6 @@ using nnpccl_check::CallShape;
 
 namespace {
 
-nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, void *recv) {
-    switch (s.collective) {
-    case Collective::Allreduce: return nnpccl_allreduce(send, recv, s.count, s.dt, s.op, comm);
-    case Collective::ReduceScatter: return nnpccl_reduce_scatter(send, recv, s.count, s.dt, s.op, comm);
-    case Collective::Allgather: return nnpccl_allgather(send, recv, s.count, s.dt, comm);
-    case Collective::Broadcast: return nnpccl_broadcast(send, recv, s.count, s.dt, s.root, comm);
-    case Collective::Reduce: return nnpccl_reduce(send, recv, s.count, s.dt, s.op, s.root, comm);
-    case Collective::Barrier: return nnpccl_barrier(comm);
-    }
-    return NNPCCL_ERR_INTERNAL;
-}
-
 // One rank's share of the matrix; returns the number of failures it saw.
 int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
     nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
@@ -65,7 +53,7 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
                         const void *sp = nullptr;
                         void *rp = nullptr;
                         nnpccl_check::lay_out(s, send.data(), recv.data(), &sp, &rp);
-                        nnpccl_result_t rc = issue(comm, s, sp, rp);
+                        nnpccl_result_t rc = nnpccl_check::issue(comm, s, sp, rp);
                         size_t wrong = rc == NNPCCL_SUCCESS ? nnpccl_check::count_wrong(s, rp) : 0;
                         if (rc != NNPCCL_SUCCESS || wrong != 0) {
                             ++failures;

@@ -65,18 +65,6 @@ uint64_t *queue_sizes(ShmTransport::Queue *q) {
 }
 size_t segment_header_bytes() { return round_up(sizeof(ShmTransport::Segment), kPage); }
 
-std::string random_segment_name() {
-    JobSecret random{};
-    (void)random_secret(&random);
-    std::string name = "/nnpccl-";
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < 12; ++i) {
-        name += hex[random[i] >> 4];
-        name += hex[random[i] & 15];
-    }
-    return name;
-}
-
 } // namespace
 
 ShmTransport::Queue *ShmTransport::queue(int owner, int sender, int channel) const {
@@ -98,14 +86,14 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
     t->pids_.assign(static_cast<size_t>(t->nranks_), 0);
 
-    // Our own segment: created exclusively, 0600, sized sparsely (pages are
-    // only backed once a peer actually sends).
-    int fd = -1;
-    for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-        t->own_name_ = random_segment_name();
-        fd = shm_open(t->own_name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    }
-    if (fd < 0) return errno_error("shm_open of a new segment");
+    // Our own segment: anonymous shared memory (a memfd), sized sparsely
+    // (pages are only backed once a peer actually sends). It never has a
+    // name in /dev/shm, so no crash at any moment can leave a file behind;
+    // peers map it through /proc/<pid>/fd/<fd> while this rank holds it
+    // open, which the kernel allows only to processes of the same user
+    // that may inspect this one.
+    int fd = static_cast<int>(syscall(SYS_memfd_create, "nnpccl-shm", MFD_CLOEXEC));
+    if (fd < 0) return errno_error("memfd_create of the shared-memory segment");
     Status st;
     if (ftruncate(fd, static_cast<off_t>(t->segment_bytes_)) != 0) st = errno_error("ftruncate of the shm segment");
     void *mem = MAP_FAILED;
@@ -113,9 +101,8 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         mem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (mem == MAP_FAILED) st = errno_error(format("mmap of %zu bytes of shared memory", t->segment_bytes_));
     }
-    close(fd);
     if (!st) {
-        shm_unlink(t->own_name_.c_str());
+        close(fd);
         return st;
     }
     if (settings.numa_node >= 0 && settings.numa_node < 64) {
@@ -136,8 +123,8 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->segments_[static_cast<size_t>(t->rank_)] = seg;
     t->pids_[static_cast<size_t>(t->rank_)] = getpid();
 
-    // Everyone learns everyone's segment name; each rank maps those of its local peers.
-    std::string mine = t->own_name_ + " " + std::to_string(getpid());
+    // Everyone learns where everyone's segment is; each rank maps those of its local peers.
+    std::string mine = std::to_string(getpid()) + " " + std::to_string(fd);
     std::vector<std::string> all;
     st = bootstrap.allgather(mine, deadline, &all);
     for (int peer : local_peers) {
@@ -148,10 +135,12 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
             st = invalid_usage("rank %d announced a malformed shm segment '%s'", peer, entry.c_str());
             break;
         }
-        std::string name = entry.substr(0, space);
-        int pfd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+        std::string path = "/proc/" + entry.substr(0, space) + "/fd/" + entry.substr(space + 1);
+        int pfd = open(path.c_str(), O_RDWR | O_CLOEXEC);
         if (pfd < 0) {
-            st = errno_error(format("opening the shm segment %s of rank %d", name.c_str(), peer));
+            st = errno_error(format("opening the shared memory of rank %d (%s); ranks that cannot see each other's "
+                                    "/proc (other users, other PID namespaces) need NNPCCL_TRANSPORT=ofi",
+                                    peer, path.c_str()));
             break;
         }
         struct stat info{};
@@ -166,19 +155,13 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
             break;
         }
         t->segments_[static_cast<size_t>(peer)] = static_cast<Segment *>(pmem);
-        t->pids_[static_cast<size_t>(peer)] = std::atoi(entry.c_str() + space + 1);
+        t->pids_[static_cast<size_t>(peer)] = std::atoi(entry.c_str());
     }
-    // Once every rank has mapped what it needs, the names are no longer
-    // needed: unlink now so that no crash can leave a file behind.
+    // Once every rank has mapped what it needs, the descriptor has served:
+    // the mappings keep the memory alive.
     Status barrier = st ? bootstrap.barrier(deadline) : st;
-    shm_unlink(t->own_name_.c_str());
-    if (!barrier) {
-        // Peers that failed may not have unlinked theirs: do it for them.
-        for (int peer : local_peers)
-            if (peer != t->rank_ && static_cast<size_t>(peer) < all.size())
-                shm_unlink(all[static_cast<size_t>(peer)].substr(0, all[static_cast<size_t>(peer)].find(' ')).c_str());
-        return barrier;
-    }
+    close(fd);
+    if (!barrier) return barrier;
     LOG_INFO("shm transport: %zu local ranks, %d channels, %d slots of %zu bytes", local_peers.size(), channels,
              t->slots_, t->slot_bytes_);
     *out = std::move(t);

@@ -13,9 +13,11 @@
 // a futex. So a rank spins briefly and then sleeps without missing a wake-up,
 // and 8 ranks on 2 cores still make progress.
 //
-// Hygiene: segments are created 0600 under unpredictable names and unlinked
-// as soon as every peer has mapped them, so nothing is left in /dev/shm even
-// when a rank is killed later.
+// Hygiene: segments are anonymous (memfd) and never appear in /dev/shm, so
+// nothing can be left there, whenever a rank is killed. Peers map them
+// through /proc/<pid>/fd/<fd> while the owner holds them open during setup;
+// only processes of the same user that may inspect the owner can, which
+// keeps a job's memory private to it.
 #pragma once
 
 #include <memory>
@@ -68,7 +70,6 @@ private:
     size_t segment_bytes_ = 0;
     std::vector<Segment *> segments_; // by rank; nullptr for ranks not on this host
     std::vector<int> pids_;
-    std::string own_name_;
 };
 
 } // namespace nnpccl
