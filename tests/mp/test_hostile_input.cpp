@@ -1,0 +1,124 @@
+// Every public function, called with NULL, out-of-range and inconsistent
+// arguments: each returns its documented error (never crashes), says what
+// was wrong, and a communicator it was given stays usable.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nnpccl.h"
+
+namespace {
+
+nnpccl_comm_t single_rank_comm() {
+    nnpccl_unique_id_t id;
+    REQUIRE(nnpccl_get_unique_id(&id) == NNPCCL_SUCCESS);
+    nnpccl_comm_t comm = nullptr;
+    REQUIRE(nnpccl_comm_init_rank(&comm, 1, id, 0, nullptr) == NNPCCL_SUCCESS);
+    return comm;
+}
+
+bool usable(nnpccl_comm_t comm) {
+    double x = 2.5, y = 0;
+    return nnpccl_allreduce(&x, &y, 1, NNPCCL_FLOAT64, NNPCCL_SUM, comm) == NNPCCL_SUCCESS && y == 2.5;
+}
+
+} // namespace
+
+TEST_CASE("functions without a communicator refuse bad arguments", "[hostile]") {
+    CHECK(nnpccl_get_version(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_get_unique_id(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_get_error_string(static_cast<nnpccl_result_t>(12345)) != nullptr);
+    CHECK(nnpccl_get_error_string(static_cast<nnpccl_result_t>(-1)) != nullptr);
+    CHECK(nnpccl_get_last_error(nullptr) != nullptr);
+
+    nnpccl_unique_id_t id;
+    REQUIRE(nnpccl_get_unique_id(&id) == NNPCCL_SUCCESS);
+    nnpccl_comm_t comm = nullptr;
+    CHECK(nnpccl_comm_init_rank(nullptr, 1, id, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    for (int nranks : {0, -1, 1 << 20}) CHECK(nnpccl_comm_init_rank(&comm, nranks, id, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    for (int rank : {-1, 2, 1 << 30}) CHECK(nnpccl_comm_init_rank(&comm, 2, id, rank, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    nnpccl_unique_id_t garbage;
+    std::memset(&garbage, 0xff, sizeof garbage);
+    CHECK(nnpccl_comm_init_rank(&comm, 1, garbage, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    nnpccl_config_t bad = NNPCCL_CONFIG_INIT;
+    bad.struct_size = 1;
+    CHECK(nnpccl_comm_init_rank(&comm, 1, id, 0, &bad) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("struct_size"));
+    bad = NNPCCL_CONFIG_INIT;
+    bad.timeout_sec = -5;
+    CHECK(nnpccl_comm_init_rank(&comm, 1, id, 0, &bad) == NNPCCL_ERR_INVALID_ARGUMENT);
+    bad = NNPCCL_CONFIG_INIT;
+    bad.chunk_bytes = 7;
+    CHECK(nnpccl_comm_init_rank(&comm, 1, id, 0, &bad) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(comm == nullptr);
+
+    CHECK(nnpccl_comm_init_from_env(nullptr, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    CHECK(nnpccl_comm_init_from_env(&comm, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("RANK"));
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+
+    CHECK(nnpccl_comm_destroy(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_comm_abort(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    int value = 0;
+    CHECK(nnpccl_comm_rank(nullptr, &value) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_comm_size(nullptr, &value) == NNPCCL_ERR_INVALID_ARGUMENT);
+    nnpccl_result_t async;
+    CHECK(nnpccl_comm_get_async_error(nullptr, &async) == NNPCCL_ERR_INVALID_ARGUMENT);
+    int done = 0;
+    CHECK(nnpccl_wait(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_test(nullptr, &done) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_request_free(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_barrier(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    nnpccl_request_t req = nullptr;
+    CHECK(nnpccl_ibarrier(nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("every collective refuses bad arguments by name and the communicator stays usable", "[hostile]") {
+    nnpccl_comm_t comm = single_rank_comm();
+    float buf[8] = {0};
+    nnpccl_request_t req = nullptr;
+    const auto bad_dt = static_cast<nnpccl_datatype_t>(NNPCCL_NUM_DATATYPES);
+    const auto bad_op = static_cast<nnpccl_redop_t>(NNPCCL_NUM_OPS);
+    const size_t huge = SIZE_MAX / 2;
+    // Checked one by one: each call replaces the communicator's last error.
+    auto refused = [&](const char *names, nnpccl_result_t rc) {
+        INFO("the refusal naming " << names);
+        CHECK(rc == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(nnpccl_get_last_error(comm), Catch::Contains(names));
+    };
+    refused("datatype", nnpccl_allreduce(buf, buf, 1, bad_dt, NNPCCL_SUM, comm));
+    refused("op", nnpccl_allreduce(buf, buf, 1, NNPCCL_FLOAT32, bad_op, comm));
+    refused("count", nnpccl_allreduce(buf, buf, huge, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("sendbuf", nnpccl_allreduce(nullptr, buf, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("recvbuf", nnpccl_reduce_scatter(buf, nullptr, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("recvcount", nnpccl_reduce_scatter(buf, buf, huge, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("datatype", nnpccl_allgather(buf, buf, 1, bad_dt, comm));
+    refused("sendbuf", nnpccl_allgather(nullptr, buf, 1, NNPCCL_FLOAT32, comm));
+    refused("root", nnpccl_broadcast(buf, buf, 1, NNPCCL_FLOAT32, 1, comm));
+    refused("root", nnpccl_broadcast(buf, buf, 1, NNPCCL_FLOAT32, -1, comm));
+    refused("root", nnpccl_reduce(buf, buf, 1, NNPCCL_FLOAT32, NNPCCL_MAX, 7, comm));
+    refused("op", nnpccl_reduce(buf, buf, 1, NNPCCL_FLOAT32, bad_op, 0, comm));
+    refused("request", nnpccl_iallreduce(buf, buf, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm, nullptr));
+    refused("datatype", nnpccl_ireduce_scatter(buf, buf, 1, bad_dt, NNPCCL_SUM, comm, &req));
+    refused("request", nnpccl_iallgather(buf, buf, 1, NNPCCL_FLOAT32, comm, nullptr));
+    refused("root", nnpccl_ibroadcast(buf, buf, 1, NNPCCL_FLOAT32, 3, comm, &req));
+    refused("root", nnpccl_ireduce(buf, buf, 1, NNPCCL_FLOAT32, NNPCCL_SUM, -2, comm, &req));
+    refused("request", nnpccl_ibarrier(comm, nullptr));
+    refused("rank", nnpccl_comm_rank(comm, nullptr));
+    refused("size", nnpccl_comm_size(comm, nullptr));
+    refused("async_error", nnpccl_comm_get_async_error(comm, nullptr));
+    CHECK(req == nullptr); // no request escapes a refused call
+    CHECK(usable(comm));
+    // A request passed to test with a NULL out-pointer is refused and stays valid.
+    REQUIRE(nnpccl_iallreduce(buf, buf, 8, NNPCCL_FLOAT32, NNPCCL_SUM, comm, &req) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_test(req, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_wait(req) == NNPCCL_SUCCESS);
+    CHECK(usable(comm));
+    CHECK(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+}
