@@ -4,6 +4,9 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -32,10 +35,38 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
     return st.code();
 }
 
+#define NNPCCL_TRY_REPORT(comm, expr)                                                                             \
+    do {                                                                                                          \
+        ::nnpccl::Status try_status_ = (expr);                                                                    \
+        if (!try_status_.is_ok()) return report((comm), try_status_);                                             \
+    } while (0)
+
 Status check_comm(nnpccl_comm *comm) {
     if (comm == nullptr) return invalid_argument("comm is NULL");
     if (comm->magic != nnpccl_comm::kMagic) return invalid_argument("comm is not a live communicator (destroyed or corrupt)");
     return Status::ok();
+}
+
+// Holds the communicator alive for the length of one API call.
+class CallGuard {
+public:
+    explicit CallGuard(nnpccl_comm *comm) : comm_(comm) { comm_->active_calls.fetch_add(1); }
+    ~CallGuard() { comm_->active_calls.fetch_sub(1); }
+    CallGuard(const CallGuard &) = delete;
+    CallGuard &operator=(const CallGuard &) = delete;
+    Status check() const {
+        return comm_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
+    }
+
+private:
+    nnpccl_comm *comm_;
+};
+
+// Frees the communicator once no other thread is inside a call on it.
+void free_comm(nnpccl_comm *comm) {
+    while (comm->active_calls.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    comm->magic = 0;
+    delete comm;
 }
 
 // Elements of `count` times `factor` of `dt` must fit in memory arithmetic.
@@ -73,8 +104,11 @@ Status validate(nnpccl_comm *comm, const CollectiveCall &c) {
 }
 
 nnpccl_result_t run(nnpccl_comm *comm, const CollectiveCall &call, nnpccl_request_t *request) {
+    NNPCCL_TRY_REPORT(nullptr, check_comm(comm));
+    CallGuard guard(comm);
+    NNPCCL_TRY_REPORT(comm, guard.check());
     Status st = validate(comm, call);
-    if (!st) return report(check_comm(comm).is_ok() ? comm : nullptr, st);
+    if (!st) return report(comm, st);
     Status failed = comm->engine->failure();
     if (!failed) return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     std::shared_ptr<Operation> op;
@@ -233,6 +267,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
 nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     Status st = check_comm(comm);
     if (!st) return report(nullptr, st);
+    if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     st = comm->engine->drain();
     // The last messages may still be leaving this rank: let them go first.
     Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
@@ -241,17 +276,17 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
         if (!flushed) st = flushed;
     }
     comm->bootstrap->say_goodbye();
-    comm->magic = 0;
-    delete comm;
+    free_comm(comm);
     return st.code() == NNPCCL_SUCCESS ? NNPCCL_SUCCESS : report(nullptr, st);
 }
 
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
     Status st = check_comm(comm);
     if (!st) return report(nullptr, st);
+    if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
+    // Calls blocked in other threads fail now and leave; then it can go.
     comm->engine->abort(remote_error("rank %d aborted the communicator (nnpccl_comm_abort)", comm->rank));
-    comm->magic = 0;
-    delete comm;
+    free_comm(comm);
     return NNPCCL_SUCCESS;
 }
 
@@ -337,6 +372,7 @@ nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request) {
 nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
     std::unique_ptr<nnpccl_request> owned(request);
+    CallGuard guard(owned->comm);
     Status st = owned->comm->engine->wait(*owned->op);
     return report(owned->comm, st);
 }

@@ -2,6 +2,7 @@
 // machine model it plans on, its schedule cache and its progress engine.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,11 @@ struct nnpccl_comm {
 
     std::mutex error_mutex;
     std::string last_error;
+
+    // API calls inside the communicator now; abort and destroy wait for them
+    // to leave before freeing it, so abort is safe from any thread.
+    std::atomic<int> active_calls{0};
+    std::atomic<bool> closing{false};
 
     // Builds the communicator of `rank` of `nranks` at the root in `id`.
     static nnpccl::Status create(const nnpccl::UniqueId &id, int nranks, int rank, const nnpccl_config_t *config,

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap_wire.hpp"
@@ -164,6 +165,34 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
 
 TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over ofi", "[mp][dead-peer]") {
     kill_one_of_four("ofi");
+}
+
+TEST_CASE("abort from another thread ends a blocked collective on every rank", "[mp][abort]") {
+    CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 60);
+              if (comm == nullptr) return 1;
+              std::vector<float> buf(1 << 20, 1.0f);
+              if (rank == 1) {
+                  // Never joins the collective; learns of rank 0's abort on its next call.
+                  usleep(300000);
+                  nnpccl_result_t rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+                  nnpccl_comm_abort(comm);
+                  return rc == NNPCCL_ERR_REMOTE ? 0 : 1;
+              }
+              std::thread aborter([comm] {
+                  usleep(100000);
+                  nnpccl_comm_abort(comm);
+              });
+              auto t0 = std::chrono::steady_clock::now();
+              nnpccl_result_t rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              aborter.join();
+              if (rc != NNPCCL_ERR_REMOTE || seconds > 5) {
+                  std::fprintf(stderr, "rank 0: %s after %.2f s\n", nnpccl_get_error_string(rc), seconds);
+                  return 1;
+              }
+              return 0;
+          }) == 0);
 }
 
 TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {
