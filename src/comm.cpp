@@ -170,12 +170,9 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     }
     // A message also carries the operation's descriptor in front of the data.
     const size_t chunk_elems = std::max<size_t>(1, (settings.chunk_bytes - kDescriptorBytes) / std::max<size_t>(1, elem));
-    CacheKey key{static_cast<int>(call.collective), call.count, elem, call.root, in_place};
-    auto cached = schedule_cache.find(key);
-    std::shared_ptr<const Schedule> schedule;
-    if (cached != schedule_cache.end()) {
-        schedule = cached->second;
-    } else {
+    ScheduleCache::Key key{static_cast<int>(call.collective), call.count, elem, call.root, in_place};
+    std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
+    if (schedule == nullptr) {
         CollectiveArgs args;
         args.collective = call.collective;
         args.count = call.count;
@@ -186,7 +183,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         args.chunk_elems = chunk_elems;
         args.elem_size = elem;
         schedule = plan_schedule(args, topology);
-        schedule_cache.emplace(key, schedule);
+        schedule_cache.insert(key, schedule);
     }
     auto op = std::make_shared<Operation>();
     op->scratch.resize(schedule->scratch_elems * elem);

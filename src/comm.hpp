@@ -14,6 +14,7 @@
 #include "collective.hpp"
 #include "config.hpp"
 #include "engine.hpp"
+#include "schedule_cache.hpp"
 #include "topology.hpp"
 #include "transport.hpp"
 
@@ -48,8 +49,7 @@ struct nnpccl_comm {
     std::vector<unsigned char> reduce_scratch; // one chunk; used by whichever thread drives the engine
     uint64_t next_sequence = 0;
 
-    using CacheKey = std::tuple<int, size_t, size_t, int, bool>; // collective, count, element size, root, in place
-    std::map<CacheKey, std::shared_ptr<const nnpccl::Schedule>> schedule_cache;
+    nnpccl::ScheduleCache schedule_cache;
 
     std::mutex error_mutex;
     std::string last_error;
