@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "patterns.hpp"
 
 namespace nnpccl {
 
@@ -31,8 +32,9 @@ Schedule build_direct_allreduce(const CollectiveArgs &args) {
         s.finalize = finalize;
         out.push_back(s);
     };
-    for (size_t off = 0; off < args.count; off += chunk) {
-        const size_t len = std::min(chunk, args.count - off);
+    for (size_t k = 0, n = balanced_pieces(args.count, chunk); k < n; ++k) {
+        const size_t off = piece_begin(args.count, n, k);
+        const size_t len = piece_size(args.count, n, k);
         const BufRef mine{Buf::Send, off}, acc{Buf::Scratch, off};
         // Sends first: they copy our data out before anything is written.
         for (int k = 1; k < p; ++k) step(kSend, (me + k) % p, mine, {}, len, false);

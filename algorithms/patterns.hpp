@@ -33,6 +33,11 @@ inline size_t piece_size(size_t total, size_t parts, size_t i) {
     return total / parts + (i < total % parts ? 1 : 0);
 }
 
+// How a range of `total` elements is cut into pieces of at most `most`:
+// as few pieces as that allows, all of (nearly) the same size, so no call
+// ends in a tiny piece that costs a whole round of latency for nothing.
+inline size_t balanced_pieces(size_t total, size_t most) { return most == 0 ? 0 : (total + most - 1) / most; }
+
 // Smallest k with 2^k >= n.
 inline int ceil_log2(int n) {
     int k = 0;

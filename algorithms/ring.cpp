@@ -49,9 +49,10 @@ void ring_allreduce(const RingPattern &ring, size_t base, size_t count, size_t c
         e.emit(kStore, at(Buf::Send, base), at(Buf::Recv, base), count, true);
         return;
     }
-    const size_t slice = chunk * static_cast<size_t>(p);
-    for (size_t off = base; off < base + count; off += slice) {
-        size_t len = std::min(slice, base + count - off);
+    const size_t slices = balanced_pieces(count, chunk * static_cast<size_t>(p));
+    for (size_t k = 0; k < slices; ++k) {
+        const size_t off = base + piece_begin(count, slices, k);
+        const size_t len = piece_size(count, slices, k);
         auto piece = [&](int pos) { return off + piece_begin(len, static_cast<size_t>(p), static_cast<size_t>(mod(pos, p))); };
         auto size = [&](int pos) { return piece_size(len, static_cast<size_t>(p), static_cast<size_t>(mod(pos, p))); };
         e.emit(kSend, at(Buf::Send, piece(me - 1)), {}, size(me - 1));
@@ -70,8 +71,9 @@ void ring_reduce_scatter(const RingPattern &ring, size_t block, size_t lo, size_
     RingEmitter e{ring, out};
     const int p = ring.size(), me = ring.position();
     auto src = [&](int pos, size_t off) { return at(Buf::Send, static_cast<size_t>(ring.rank_at(pos)) * block + off); };
-    for (size_t off = lo; off < hi; off += chunk) {
-        size_t len = std::min(chunk, hi - off);
+    for (size_t k = 0, n = balanced_pieces(hi - lo, chunk); k < n; ++k) {
+        const size_t off = lo + piece_begin(hi - lo, n, k);
+        const size_t len = piece_size(hi - lo, n, k);
         if (p == 1) {
             e.emit(kStore, src(me, off), at(Buf::Recv, off), len, true);
             continue;
@@ -88,8 +90,9 @@ void ring_allgather(const RingPattern &ring, size_t block, size_t lo, size_t hi,
     RingEmitter e{ring, out};
     const int p = ring.size(), me = ring.position();
     auto dst = [&](int pos, size_t off) { return at(Buf::Recv, static_cast<size_t>(ring.rank_at(pos)) * block + off); };
-    for (size_t off = lo; off < hi; off += chunk) {
-        size_t len = std::min(chunk, hi - off);
+    for (size_t k = 0, n = balanced_pieces(hi - lo, chunk); k < n; ++k) {
+        const size_t off = lo + piece_begin(hi - lo, n, k);
+        const size_t len = piece_size(hi - lo, n, k);
         // In place, the send buffer already is our block of the receive buffer.
         uint8_t first = static_cast<uint8_t>((p > 1 ? kSend : 0) | (in_place ? 0 : kStore));
         if (first != 0) e.emit(first, at(Buf::Send, off), dst(me, off), len);
@@ -108,8 +111,9 @@ void ring_broadcast(const RingPattern &ring, int root, size_t lo, size_t hi, siz
     for (int k = 0; k < p; ++k)
         if (ring.rank_at(k) == root) root_pos = k;
     const int d = mod(ring.position() - root_pos, p);
-    for (size_t off = lo; off < hi; off += chunk) {
-        size_t len = std::min(chunk, hi - off);
+    for (size_t k = 0, n = balanced_pieces(hi - lo, chunk); k < n; ++k) {
+        const size_t off = lo + piece_begin(hi - lo, n, k);
+        const size_t len = piece_size(hi - lo, n, k);
         if (d == 0) {
             uint8_t flags = static_cast<uint8_t>((p > 1 ? kSend : 0) | (in_place ? 0 : kStore));
             if (flags != 0) e.emit(flags, at(Buf::Send, off), at(Buf::Recv, off), len);
@@ -129,8 +133,9 @@ void ring_reduce(const RingPattern &ring, int root, size_t lo, size_t hi, size_t
     for (int k = 0; k < p; ++k)
         if (ring.rank_at(k) == root) root_pos = k;
     const int d = mod(ring.position() - root_pos, p);
-    for (size_t off = lo; off < hi; off += chunk) {
-        size_t len = std::min(chunk, hi - off);
+    for (size_t k = 0, n = balanced_pieces(hi - lo, chunk); k < n; ++k) {
+        const size_t off = lo + piece_begin(hi - lo, n, k);
+        const size_t len = piece_size(hi - lo, n, k);
         if (p == 1)
             e.emit(kStore, at(Buf::Send, off), at(Buf::Recv, off), len, true);
         else if (d == 1)

@@ -62,6 +62,9 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     comm->rank = rank;
     comm->nranks = nranks;
     NNPCCL_TRY(resolve_settings(config, &comm->settings));
+    // A message carries a whole chunk of data and, first to each peer in an
+    // operation, the operation's descriptor.
+    comm->settings.message_bytes = comm->settings.chunk_bytes + kDescriptorBytes;
     set_log_rank(rank);
     Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
     NNPCCL_TRY(Bootstrap::join(id, rank, nranks, deadline, &comm->bootstrap));
@@ -168,8 +171,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         break;
     case Collective::Barrier: break;
     }
-    // A message also carries the operation's descriptor in front of the data.
-    const size_t chunk_elems = std::max<size_t>(1, (settings.chunk_bytes - kDescriptorBytes) / std::max<size_t>(1, elem));
+    const size_t chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
     ScheduleCache::Key key{static_cast<int>(call.collective), call.count, elem, call.root, in_place};
     std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
     if (schedule == nullptr) {

@@ -17,7 +17,8 @@ enum class TransportMode { Auto, Shm, Ofi };
 struct Settings {
     TransportMode transport = TransportMode::Auto; // NNPCCL_TRANSPORT: auto (shm within a host, ofi across), shm, ofi
     int timeout_sec = 300;            // NNPCCL_TIMEOUT: deadline of every wait on a peer
-    size_t chunk_bytes = 512 * 1024;  // NNPCCL_CHUNK_SIZE: pipelining unit and shm slot size
+    size_t chunk_bytes = 512 * 1024;  // NNPCCL_CHUNK_SIZE: pipelining unit (data per message)
+    size_t message_bytes = 0;         // a transport slot: a chunk plus the header the executor adds; set at init
     int shm_slots = 8;                // NNPCCL_SHM_SLOTS: slots per shm queue (pipelining depth)
     int spin_us = -1;                 // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
     std::string topology;             // NNPCCL_TOPO: a preset name or a topology file; empty = flat

@@ -247,7 +247,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &
     impl->nranks = bootstrap.nranks();
     impl->channels = channels;
     impl->slots = settings.shm_slots;
-    impl->slot_bytes = settings.chunk_bytes;
+    impl->slot_bytes = settings.message_bytes;
     if (impl->nranks >= (1 << 16) || channels > (1 << kChannelBits))
         return invalid_usage("ofi: tags hold at most 65535 ranks and 16 channels");
 

@@ -80,7 +80,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->nranks_ = bootstrap.nranks();
     t->channels_ = channels;
     t->slots_ = settings.shm_slots;
-    t->slot_bytes_ = settings.chunk_bytes;
+    t->slot_bytes_ = settings.message_bytes;
     t->queue_stride_ = round_up(queue_data_offset(t->slots_) + static_cast<size_t>(t->slots_) * t->slot_bytes_, kPage);
     t->segment_bytes_ = segment_header_bytes() + static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels) * t->queue_stride_;
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
