@@ -48,8 +48,15 @@ Status Bootstrap::check_job() {
     NNPCCL_TRY(check_frame_header(h, kMaxRankPayload));
     std::string payload(h.length, '\0');
     NNPCCL_TRY(recv_all(fd_, payload.data(), payload.size(), soon));
-    if (h.type == static_cast<uint32_t>(FrameType::Error)) return remote_error("%s", payload.c_str());
+    if (h.type == static_cast<uint32_t>(FrameType::Error)) return decode_failure(payload);
     return invalid_usage("bootstrap root sent message type %u outside an allgather", h.type);
+}
+
+void Bootstrap::report_failure(const Status &why) {
+    if (fd_ < 0 || root_gone_) return;
+    std::string payload = encode_failure(why.code(), why.message().substr(0, 4096));
+    std::string frame = encode_frame(FrameType::Failure, payload.data(), payload.size());
+    (void)send_all(fd_, frame.data(), frame.size(), Deadline::after_seconds(1));
 }
 
 void Bootstrap::say_goodbye() {
@@ -74,8 +81,10 @@ Status Bootstrap::allgather(const std::string &mine, const Deadline &deadline, s
     NNPCCL_TRY(check_frame_header(h, limit));
     std::string payload(h.length, '\0');
     NNPCCL_TRY(recv_all(fd_, payload.data(), payload.size(), deadline));
-    if (h.type == static_cast<uint32_t>(FrameType::Error))
-        return remote_error("the bootstrap root ended the job: %s", payload.c_str());
+    if (h.type == static_cast<uint32_t>(FrameType::Error)) {
+        Status why = decode_failure(payload);
+        return Status(why.code(), "the bootstrap root ended the job: " + why.message());
+    }
     if (h.type != static_cast<uint32_t>(FrameType::GatherResult))
         return invalid_usage("bootstrap root sent message type %u where an allgather result was due", h.type);
     return decode_gather_result(payload, nranks_, all);

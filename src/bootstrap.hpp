@@ -31,6 +31,8 @@ public:
     // (its process may simply have finished); transports and deadlines
     // cover that case.
     Status check_job();
+    // Tells the root, which tells every rank, that this rank's communicator failed and why.
+    void report_failure(const Status &why);
     // Tells the root this rank leaves cleanly (before destroy closes the connection).
     void say_goodbye();
 

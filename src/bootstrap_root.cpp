@@ -49,7 +49,7 @@ private:
     void read_from(Peer &p);
     void handle_frame(Peer &p, FrameType type, const std::string &payload);
     void drop(Peer &p, const char *why);
-    void fail_job(const std::string &why);
+    void fail_job(const std::string &why, nnpccl_result_t code = NNPCCL_ERR_REMOTE);
     void maybe_complete_round();
     void flush(Peer &p);
     int joined_count() const;
@@ -75,13 +75,14 @@ void RootServer::drop(Peer &p, const char *why) {
     close_fd(p.fd);
 }
 
-void RootServer::fail_job(const std::string &why) {
+void RootServer::fail_job(const std::string &why, nnpccl_result_t code) {
     if (failed_) return;
     failed_ = true;
     LOG_WARN("bootstrap root: %s", why.c_str());
     for (Peer &p : peers_) {
         if (p.fd < 0 || p.rank < 0) continue;
-        p.out += encode_frame(FrameType::Error, why.data(), why.size());
+        std::string payload = encode_failure(code, why);
+        p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
         p.closing = true;
     }
 }
@@ -124,7 +125,8 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
             refusal = "the job has already started";
         if (!refusal.empty()) {
             // The secret was right, so this is a misconfigured rank of ours: tell it why.
-            p.out += encode_frame(FrameType::Error, refusal.data(), refusal.size());
+            std::string payload = encode_failure(NNPCCL_ERR_INVALID_USAGE, refusal);
+            p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
             p.closing = true;
             LOG_WARN("bootstrap root: %s", refusal.c_str());
             return;
@@ -136,6 +138,11 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
     }
     if (type == FrameType::Goodbye) {
         p.said_goodbye = true;
+        return;
+    }
+    if (type == FrameType::Failure) {
+        Status st = decode_failure(payload);
+        fail_job(format("rank %d failed: %s", p.rank, st.message().c_str()), st.code());
         return;
     }
     if (type != FrameType::Gather || p.has_part) return drop(p, "unexpected message from a joined rank");

@@ -33,12 +33,27 @@ std::string encode_frame(FrameType type, const void *payload, size_t length) {
 
 Status check_frame_header(const FrameHeader &h, size_t max_length) {
     if (h.magic != kFrameMagic) return invalid_usage("bootstrap frame has a bad magic number 0x%08x", h.magic);
-    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Goodbye))
+    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Failure))
         return invalid_usage("bootstrap frame has an unknown type %u", h.type);
     if (h.length > max_length)
         return invalid_usage("bootstrap frame of %llu bytes exceeds the limit of %zu",
                              static_cast<unsigned long long>(h.length), max_length);
     return Status::ok();
+}
+
+std::string encode_failure(nnpccl_result_t code, const std::string &message) {
+    uint32_t c = static_cast<uint32_t>(code);
+    return std::string(reinterpret_cast<const char *>(&c), sizeof c) + message;
+}
+
+Status decode_failure(const std::string &payload) {
+    uint32_t c = NNPCCL_ERR_REMOTE;
+    if (payload.size() >= sizeof c) std::memcpy(&c, payload.data(), sizeof c);
+    std::string message = payload.size() >= sizeof c ? payload.substr(sizeof c) : payload;
+    // Only the codes a failure can carry; anything else reads as a remote failure.
+    nnpccl_result_t code = c == NNPCCL_ERR_INVALID_USAGE || c == NNPCCL_ERR_TIMEOUT ? static_cast<nnpccl_result_t>(c)
+                                                                                     : NNPCCL_ERR_REMOTE;
+    return Status(code, message);
 }
 
 Status decode_hello(const std::string &payload, Hello *out) {

@@ -28,9 +28,14 @@ enum class FrameType : uint32_t {
     Hello = 1,        // rank -> root: secret, rank, nranks
     Gather = 2,       // rank -> root: this rank's part of an allgather
     GatherResult = 3, // root -> rank: every rank's part, in rank order
-    Error = 4,        // root -> rank: the job cannot go on; payload is the reason
+    Error = 4,        // root -> rank: the job cannot go on; payload: result code (u32), then the reason
     Goodbye = 5,      // rank -> root: this rank leaves cleanly (destroy), do not report it as dead
+    Failure = 6,      // rank -> root: this rank's communicator failed; payload as Error, relayed to all
 };
+
+// Error and Failure payloads: a result code and a message.
+std::string encode_failure(nnpccl_result_t code, const std::string &message);
+Status decode_failure(const std::string &payload);
 
 struct FrameHeader {
     uint32_t magic;

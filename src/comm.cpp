@@ -145,6 +145,7 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     comm->engine = std::make_unique<Engine>(transports, comm->settings, static_cast<int>(local.size()));
     Bootstrap *bootstrap = comm->bootstrap.get();
     comm->engine->set_job_check([bootstrap] { return bootstrap->check_job(); });
+    comm->engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
     LOG_INFO("communicator ready: rank %d of %d, %zu on this host, topology %s", rank, nranks, local.size(),
              comm->topology.name().c_str());
     *out = std::move(comm);

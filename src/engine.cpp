@@ -130,29 +130,35 @@ void Engine::finish(const std::shared_ptr<Operation> &op, const Status &result) 
 // their operations are failed.
 void Engine::fail_locked_queue(const Status &why) {
     std::deque<std::shared_ptr<Operation>> doomed;
+    bool first = false;
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         if (!failed_.load()) {
             failure_ = why;
             failed_.store(true);
+            first = true;
             LOG_WARN("communicator failed: %s", why.message().c_str());
         }
         doomed.swap(queue_);
     }
-    for (Transport *t : transports_) t->announce_abort();
+    for (Transport *t : transports_) t->announce_abort(why.code());
+    if (first && failure_hook_) failure_hook_(why);
     Status reason = failure();
     for (auto &op : doomed) finish(op, reason);
 }
 
 void Engine::abort(const Status &why) {
+    bool first = false;
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         if (!failed_.load()) {
             failure_ = why;
             failed_.store(true);
+            first = true;
         }
     }
-    for (Transport *t : transports_) t->announce_abort();
+    for (Transport *t : transports_) t->announce_abort(why.code());
+    if (first && failure_hook_) failure_hook_(why);
     // A driver, if there is one, notices within one sleep slice and fails
     // the queue itself; otherwise do it here.
     while (true) {

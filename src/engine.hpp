@@ -65,6 +65,8 @@ public:
     // Checked with the transports' own liveness every 100 ms while waiting
     // (the rendezvous root's reports of dead ranks).
     void set_job_check(std::function<Status()> check) { job_check_ = std::move(check); }
+    // Called once when this engine fails (to tell the rest of the job why).
+    void set_failure_hook(std::function<void(const Status &)> hook) { failure_hook_ = std::move(hook); }
 
 private:
     void drive(Operation *target);
@@ -83,6 +85,7 @@ private:
 
     std::vector<Transport *> transports_;
     std::function<Status()> job_check_;
+    std::function<void(const Status &)> failure_hook_;
     Settings settings_;
     int spin_us_;
 

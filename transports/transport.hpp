@@ -52,8 +52,9 @@ public:
 
     // NNPCCL_ERR_REMOTE naming the peer when a peer has died or aborted.
     virtual Status check_peers() = 0;
-    // Tells every peer this rank is failing, so they stop waiting for it.
-    virtual void announce_abort() = 0;
+    // Tells every peer this rank is failing, and with which result, so they
+    // stop waiting for it and fail alike.
+    virtual void announce_abort(nnpccl_result_t why) = 0;
 
     // True while committed messages still need this rank's progress calls
     // to leave (a provider with manual progress, messages held back by link

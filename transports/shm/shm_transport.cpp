@@ -226,16 +226,23 @@ Status ShmTransport::check_peers() {
     for (int peer = 0; peer < nranks_; ++peer) {
         Segment *seg = segments_[static_cast<size_t>(peer)];
         if (seg == nullptr || peer == rank_) continue;
-        if (seg->aborted.load(std::memory_order_acquire) != 0)
-            return remote_error("rank %d (pid %d) failed or aborted its communicator", peer, pids_[static_cast<size_t>(peer)]);
+        uint32_t why = seg->aborted.load(std::memory_order_acquire);
+        if (why != 0) {
+            // Ranks that disagreed about a call fail alike everywhere; anything else is a failure elsewhere.
+            nnpccl_result_t code = why == NNPCCL_ERR_INVALID_USAGE ? NNPCCL_ERR_INVALID_USAGE : NNPCCL_ERR_REMOTE;
+            return Status(code, format("rank %d (pid %d) failed (%s) or aborted its communicator", peer,
+                                       pids_[static_cast<size_t>(peer)],
+                                       nnpccl_get_error_string(static_cast<nnpccl_result_t>(why))));
+        }
         if (kill(pids_[static_cast<size_t>(peer)], 0) != 0 && errno == ESRCH)
             return remote_error("rank %d (pid %d) has died", peer, pids_[static_cast<size_t>(peer)]);
     }
     return Status::ok();
 }
 
-void ShmTransport::announce_abort() {
-    segments_[static_cast<size_t>(rank_)]->aborted.store(1, std::memory_order_release);
+void ShmTransport::announce_abort(nnpccl_result_t why) {
+    segments_[static_cast<size_t>(rank_)]->aborted.store(why == NNPCCL_SUCCESS ? NNPCCL_ERR_REMOTE : why,
+                                                          std::memory_order_release);
     for (int peer = 0; peer < nranks_; ++peer)
         if (segments_[static_cast<size_t>(peer)] != nullptr && peer != rank_) ring(peer);
 }
