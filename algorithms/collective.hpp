@@ -2,12 +2,18 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 namespace nnpccl {
 
 enum class Collective { Allreduce, ReduceScatter, Allgather, Broadcast, Reduce, Barrier };
 
+constexpr Collective kAllCollectives[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
+                                          Collective::Broadcast, Collective::Reduce, Collective::Barrier};
+
 const char *collective_name(Collective c);
+// The collective whose collective_name() is `name`; false when none is.
+bool collective_from_name(std::string_view name, Collective *out);
 
 struct CollectiveArgs {
     Collective collective = Collective::Allreduce;

@@ -32,4 +32,14 @@ const char *collective_name(Collective c) {
     return "?";
 }
 
+bool collective_from_name(std::string_view name, Collective *out) {
+    for (Collective c : kAllCollectives) {
+        if (name == collective_name(c)) {
+            *out = c;
+            return true;
+        }
+    }
+    return false;
+}
+
 } // namespace nnpccl

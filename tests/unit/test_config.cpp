@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "algo_override.hpp"
 #include "bootstrap_wire.hpp"
 #include "check_data.hpp"
 #include "comm.hpp"
@@ -153,4 +154,54 @@ TEST_CASE("the bench's check data catches a single flipped bit", "[check]") {
     std::memcpy(&buf[4321], &bits, 4);
     CHECK(p.count_wrong(buf.data(), 123, buf.size()) == 1);
     CHECK(p.count_wrong(buf.data(), 124, buf.size()) > 1000);
+}
+
+TEST_CASE("NNPCCL_ALGO picks per collective and per half-open size range", "[config][algo]") {
+    AlgoOverride rules;
+    std::string error;
+    REQUIRE(rules.parse("allreduce:direct:0-8K,ring:8K-max;broadcast:ring", &error));
+    CHECK(error.empty());
+    CHECK(*rules.pick(Collective::Allreduce, 0) == "direct");
+    CHECK(*rules.pick(Collective::Allreduce, 8191) == "direct");
+    CHECK(*rules.pick(Collective::Allreduce, 8192) == "ring");
+    CHECK(*rules.pick(Collective::Allreduce, SIZE_MAX) == "ring");
+    CHECK(*rules.pick(Collective::Broadcast, 1u << 30) == "ring");
+    CHECK(rules.pick(Collective::Allgather, 64) == nullptr);
+
+    REQUIRE(rules.parse("allreduce:direct:0-4K", &error));
+    CHECK(rules.pick(Collective::Allreduce, 4096) == nullptr); // left to the selector
+    REQUIRE(rules.parse("", &error));
+    CHECK(rules.empty());
+}
+
+TEST_CASE("a bad NNPCCL_ALGO token is an error naming it and where it is", "[config][algo]") {
+    struct Case {
+        const char *spec;
+        const char *names;
+    };
+    const Case cases[] = {
+        {"allreduce", "'allreduce' at character 1"},
+        {"allreduc:ring", "unknown collective 'allreduc' at character 1"},
+        {"allreduce:rign", "unknown algorithm 'rign' at character 11"},
+        {"broadcast:direct", "algorithm 'direct' at character 11 does not serve broadcast"},
+        {"allreduce:ring:8K", "size range '8K' at character 16"},
+        {"allreduce:ring:8Q-max", "size range '8Q-max'"},
+        {"allreduce:ring:max-8K", "size range 'max-8K'"},
+        {"allreduce:ring:8K-8K", "size range '8K-8K' at character 16 is empty"},
+        {"allreduce:ring:0-99999999999999999999", "size range"},
+        {"allreduce:ring;", "'' at character 16"},
+        {"allreduce:ring,,direct", "unknown algorithm '' at character 16"},
+    };
+    for (const Case &c : cases) {
+        INFO(c.spec);
+        AlgoOverride rules;
+        std::string error;
+        REQUIRE(rules.parse("allreduce:ring", &error));
+        CHECK_FALSE(rules.parse(c.spec, &error));
+        CHECK_THAT(error, Catch::Contains(c.names));
+        CHECK_THAT(error, Catch::StartsWith("NNPCCL_ALGO: "));
+        // A rejected spec leaves the rules in force as they were.
+        REQUIRE(rules.pick(Collective::Allreduce, 1) != nullptr);
+        CHECK(*rules.pick(Collective::Allreduce, 1) == "ring");
+    }
 }
