@@ -1,5 +1,7 @@
 // Peer arithmetic, apart from the builders that use it: who is next to whom
-// on a ring, and how a range is cut into balanced pieces.
+// on a ring, who exchanges with whom in recursive halving-doubling, a rank's
+// parent and children in a double binary tree, the rings of a 2D torus, and
+// how a range is cut into balanced pieces.
 #pragma once
 
 #include <cstddef>
@@ -38,11 +40,85 @@ inline size_t piece_size(size_t total, size_t parts, size_t i) {
 // ends in a tiny piece that costs a whole round of latency for nothing.
 inline size_t balanced_pieces(size_t total, size_t most) { return most == 0 ? 0 : (total + most - 1) / most; }
 
+// The elements [begin, end) of a buffer.
+struct ElemRange {
+    size_t begin = 0;
+    size_t end = 0;
+    size_t size() const { return end - begin; }
+};
+
+// [begin, end) cut into balanced_pieces() of at most `most` elements each,
+// in order; none when the range is empty. Both ends of a transfer cut the
+// same range the same way, so they agree on every message's size.
+std::vector<ElemRange> chunked(size_t begin, size_t end, size_t most);
+
 // Smallest k with 2^k >= n.
 inline int ceil_log2(int n) {
     int k = 0;
     while ((1 << k) < n) ++k;
     return k;
 }
+
+// Recursive halving-doubling on any number of ranks. The largest power of
+// two p2 <= p ranks take part in the log2(p2) exchanges; they are the
+// "active" ranks, numbered 0..p2-1 in rank order (their virtual ranks). The
+// r = p - p2 "extra" ranks 0, 2, ..., 2r-2 fold their data into the rank
+// just above them before the exchanges and get their result back from it
+// after, so virtual rank v < r stands for ranks 2v and 2v+1, and virtual
+// rank v >= r for rank v + r alone: the ranks a virtual rank stands for are
+// consecutive, and so are their blocks of a reduce-scatter or allgather.
+class HalvingDoublingPattern {
+public:
+    HalvingDoublingPattern(int nranks, int rank);
+    int active_count() const { return active_; }
+    // log2(active_count()): the exchanges of the halving, and of the doubling.
+    int rounds() const { return rounds_; }
+    bool is_extra() const { return extra_; }
+    // The rank this one folds with: an extra's active rank, an active
+    // rank's extra, or -1 for an active rank that stands for itself alone.
+    int fold_partner() const { return fold_partner_; }
+    // The virtual rank of this rank (of its active rank, for an extra).
+    int virtual_rank() const { return virtual_rank_; }
+    // The active rank with virtual rank v.
+    int active_rank(int v) const { return v < folded_ ? 2 * v + 1 : v + folded_; }
+    // The lowest rank that virtual rank v stands for; v = active_count() gives nranks.
+    int first_rank_of(int v) const { return v < folded_ ? 2 * v : v + folded_; }
+    // The active rank this rank's active rank exchanges with in the round
+    // whose virtual ranks differ in bit `mask`.
+    int exchange_partner(int mask) const { return active_rank(virtual_rank_ ^ mask); }
+
+private:
+    int active_ = 1, rounds_ = 0, folded_ = 0;
+    bool extra_ = false;
+    int fold_partner_ = -1, virtual_rank_ = 0;
+};
+
+// A rank's place in one of the two binary trees (which = 0 or 1) of a
+// double binary tree (topology/trees.hpp: no rank is inner in both, so the
+// two trees, each carrying half the data, split every rank's bandwidth).
+// Unrooted (root < 0), the trees span ranks 0..p-1 in rank order and each
+// has its own top. Rooted, both hang from `root`: they are the double binary
+// tree over the other p-1 ranks in the order root+1, root+2, ... (mod p),
+// and each one's top is the only child `root` has in it.
+class DoubleTreePattern {
+public:
+    DoubleTreePattern(int nranks, int root, int which, int rank);
+    int parent() const { return parent_; } // -1 at the top
+    const std::vector<int> &children() const { return children_; }
+    // Edges on the longest path from the top to a leaf; the same on every rank.
+    int height() const { return height_; }
+
+private:
+    int parent_ = -1;
+    std::vector<int> children_;
+    int height_ = 0;
+};
+
+// An x-by-y torus of ranks, rank r at (r % x, r / x): the ring along X
+// through r (its row) and the ring along Y through r (its column), each in
+// increasing coordinate order, or decreasing when `reversed` (the other
+// direction of the same links).
+std::vector<int> torus_row(int x, int rank, bool reversed);
+std::vector<int> torus_column(int x, int y, int rank, bool reversed);
 
 } // namespace nnpccl

@@ -1,108 +1,16 @@
-// Runs every rank's schedule of a collective together in one thread over the
-// in-process loop transport, with tiny chunks and two slots per stream, and
-// checks: every rank finishes (a stuck pass is a deadlock), no message is
-// left over, and every output is bit-exact.
+// The ring, direct and barrier schedules, run by the simulation harness in
+// schedule_sim.hpp: every rank finishes, no message is left over, and every
+// output is bit-exact.
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <vector>
 
-#include "builders.hpp"
-#include "check_data.hpp"
-#include "dtype.hpp"
-#include "executor.hpp"
-#include "loop/loop_transport.hpp"
+#include "schedule_sim.hpp"
 
 using namespace nnpccl;
-
-namespace {
-
-using nnpccl_check::CallShape;
-
-using Builder = std::function<Schedule(const CollectiveArgs &)>;
-
-// Returns the number of wrong elements over all ranks; fails the test on a deadlock.
-size_t simulate(CallShape shape, const Builder &build, size_t chunk_elems) {
-    const size_t es = datatype_size(shape.dt);
-    const int p = shape.nranks;
-    LoopFabric fabric(p, chunk_elems * es + kDescriptorBytes, 2);
-    std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
-    std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
-    std::vector<std::vector<unsigned char>> scratches(static_cast<size_t>(p));
-    std::vector<std::unique_ptr<ScheduleRun>> runs;
-    std::vector<unsigned char> scratch(chunk_elems * es);
-    std::vector<CallShape> shapes;
-    std::vector<const void *> outputs;
-    for (int r = 0; r < p; ++r) {
-        auto ur = static_cast<size_t>(r);
-        shape.rank = r;
-        shapes.push_back(shape);
-        send[ur].assign(shape.send_elems() * es + 1, 0);
-        recv[ur].assign(shape.total() * es + 1, 0);
-        const void *sp = nullptr;
-        void *rp = nullptr;
-        nnpccl_check::lay_out(shape, send[ur].data(), recv[ur].data(), &sp, &rp);
-        outputs.push_back(rp);
-        CollectiveArgs args;
-        args.collective = shape.collective;
-        args.count = shape.count;
-        args.root = shape.root;
-        args.in_place = shape.in_place;
-        args.rank = r;
-        args.nranks = p;
-        args.chunk_elems = chunk_elems;
-        args.elem_size = es;
-        auto schedule = std::make_shared<const Schedule>(build(args));
-        scratches[ur].resize(schedule->scratch_elems * es);
-        OperationBuffers bufs;
-        bufs.scratch = scratches[ur].data();
-        bufs.send = sp;
-        bufs.recv = rp;
-        bufs.datatype = shape.dt;
-        bufs.op = shape.op;
-        bufs.nranks = static_cast<uint32_t>(p);
-        routes[ur].assign(static_cast<size_t>(p), fabric.endpoint(r));
-        runs.push_back(std::make_unique<ScheduleRun>(schedule, bufs, routes[ur], scratch.data()));
-    }
-    bool all_done = false;
-    while (!all_done) {
-        size_t moved = 0;
-        all_done = true;
-        for (auto &run : runs) {
-            size_t n = 0;
-            Status st = run->advance(&n);
-            REQUIRE(st.is_ok());
-            moved += n;
-            all_done = all_done && run->finished();
-        }
-        if (!all_done && moved == 0) {
-            for (size_t r = 0; r < runs.size(); ++r)
-                if (!runs[r]->finished()) UNSCOPED_INFO("rank " << r << " waits for " << runs[r]->blocked_on());
-            FAIL("deadlock: no rank can make progress");
-        }
-    }
-    REQUIRE(fabric.in_flight() == 0);
-    size_t wrong = 0;
-    for (int r = 0; r < p; ++r) wrong += nnpccl_check::count_wrong(shapes[static_cast<size_t>(r)], outputs[static_cast<size_t>(r)]);
-    return wrong;
-}
-
-CallShape make_shape(Collective coll, int p, size_t count, bool in_place, int root, nnpccl_datatype_t dt,
-                     nnpccl_redop_t op) {
-    CallShape s;
-    s.collective = coll;
-    s.nranks = p;
-    s.count = count;
-    s.in_place = in_place;
-    s.root = root;
-    s.dt = dt;
-    s.op = op;
-    return s;
-}
-
-} // namespace
+using namespace schedule_sim;
 
 Builder ring_on(const Topology &topology) {
     return [rings = topology.rings()](const CollectiveArgs &args) { return build_ring(args, rings); };

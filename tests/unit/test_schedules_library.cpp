@@ -1,0 +1,285 @@
+// The halving-doubling, double binary tree and 2D torus schedules, run by
+// the simulation harness in schedule_sim.hpp: for every collective each one
+// serves, 1 to 8 ranks, in and out of place, empty to large counts, float32
+// sum and avg and int32 sum, chunks small enough that every transfer
+// pipelines: no deadlock (with one slot per stream too), no message left
+// over, every output bit-exact, and every rank of an allreduce holding the
+// same bits even where the order of a floating-point sum matters.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "patterns.hpp"
+#include "schedule_sim.hpp"
+
+using namespace nnpccl;
+using namespace schedule_sim;
+
+namespace {
+
+const int kRankCounts[] = {1, 2, 3, 4, 5, 7, 8};
+const size_t kCounts[] = {0, 1, 97, 1000};
+const size_t kChunks[] = {3, 64};
+
+struct TypedOp {
+    nnpccl_datatype_t dt;
+    nnpccl_redop_t op;
+};
+const TypedOp kTypedOps[] = {{NNPCCL_FLOAT32, NNPCCL_SUM}, {NNPCCL_FLOAT32, NNPCCL_AVG}, {NNPCCL_INT32, NNPCCL_SUM}};
+
+bool reduces(Collective c) { return c != Collective::Allgather && c != Collective::Broadcast; }
+
+// Every (collective, ranks, count, in place, type and op, chunk) of the
+// grid above, with the root chosen per rank count.
+void check_grid(const char *name, const Builder &build, std::initializer_list<Collective> collectives,
+                const std::vector<int> &rank_counts, int (*root_for)(int p)) {
+    for (Collective coll : collectives)
+        for (int p : rank_counts)
+            for (size_t count : kCounts)
+                for (bool in_place : {false, true})
+                    for (const TypedOp &t : kTypedOps) {
+                        // Gathers and broadcasts ignore the op: float sum and int cover them.
+                        if (!reduces(coll) && t.op == NNPCCL_AVG) continue;
+                        for (size_t chunk : kChunks) {
+                            CallShape c = make_shape(coll, p, count, in_place, root_for(p), t.dt, t.op);
+                            INFO(name << " " << collective_name(coll) << " p=" << p << " count=" << count
+                                      << " in_place=" << in_place << " " << datatype_name(t.dt) << " "
+                                      << redop_name(t.op) << " chunk=" << chunk << " root=" << c.root);
+                            CHECK(simulate(c, build, chunk) == 0);
+                        }
+                    }
+}
+
+int root_zero(int) { return 0; }
+int root_inside(int p) { return p > 1 ? (p * 7 + 3) % p : 0; } // a root other than 0 where there is one
+int root_last(int p) { return p - 1; }
+
+Builder torus(int x, int y) {
+    return [x, y](const CollectiveArgs &args) { return build_torus2d(args, x, y); };
+}
+
+// Floats whose sums round differently in different orders: the same
+// spread of magnitudes and signs on every rank, different values.
+void write_awkward_floats(int rank, void *send, size_t elems) {
+    std::mt19937 gen(static_cast<unsigned>(rank) * 7919u + 17u);
+    std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> exponent(-20, 20);
+    auto *out = static_cast<float *>(send);
+    for (size_t i = 0; i < elems; ++i) out[i] = std::ldexp(mantissa(gen), exponent(gen));
+}
+
+void check_same_bits_everywhere(const char *name, const Builder &build, int p, size_t count, bool in_place,
+                                nnpccl_redop_t op) {
+    CallShape c = make_shape(Collective::Allreduce, p, count, in_place, 0, NNPCCL_FLOAT32, op);
+    SimResult result = run(c, build, 7, 2, write_awkward_floats);
+    INFO(name << " p=" << p << " count=" << count << " in_place=" << in_place << " " << redop_name(op));
+    for (int r = 1; r < p; ++r) CHECK(result.outputs[static_cast<size_t>(r)] == result.outputs[0]);
+}
+
+size_t sends_of(const Schedule &s) {
+    size_t n = 0;
+    for (const auto &channel : s.channels)
+        for (const Step &step : channel) n += step.has(kSend) ? 1 : 0;
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("halving-doubling is bit-exact and deadlock-free on any rank count", "[schedules][library]") {
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    check_grid("halving_doubling", build_halving_doubling,
+               {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather}, ranks, root_zero);
+}
+
+TEST_CASE("double binary tree is bit-exact and deadlock-free, rooted anywhere", "[schedules][library]") {
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    check_grid("double_binary_tree", build_double_binary_tree, {Collective::Allreduce}, ranks, root_zero);
+    for (auto root_for : {root_inside, root_last})
+        check_grid("double_binary_tree", build_double_binary_tree, {Collective::Broadcast, Collective::Reduce}, ranks,
+                   root_for);
+}
+
+TEST_CASE("double binary tree reduce and broadcast work from every root", "[schedules][library]") {
+    for (int p : {3, 5, 7, 8})
+        for (int root = 0; root < p; ++root)
+            for (Collective coll : {Collective::Broadcast, Collective::Reduce})
+                for (bool in_place : {false, true}) {
+                    CallShape c = make_shape(coll, p, 61, in_place, root, NNPCCL_FLOAT32, NNPCCL_AVG);
+                    INFO(collective_name(coll) << " p=" << p << " root=" << root << " in_place=" << in_place);
+                    CHECK(simulate(c, build_double_binary_tree, 4) == 0);
+                }
+}
+
+TEST_CASE("2D torus allreduce is bit-exact and deadlock-free on square, flat and degenerate grids",
+          "[schedules][library]") {
+    const int grids[][2] = {{2, 2}, {4, 2}, {2, 4}, {3, 3}, {1, 1}, {1, 3}, {3, 1}, {5, 1}, {1, 7}};
+    for (const auto &g : grids)
+        check_grid("torus2d", torus(g[0], g[1]), {Collective::Allreduce}, {g[0] * g[1]}, root_zero);
+}
+
+// Transports keep at least two slots per stream (NNPCCL_SHM_SLOTS >= 2),
+// which the rings need: a ring step receives and sends at once. The
+// exchanges and the trees need only one.
+TEST_CASE("halving-doubling and the trees progress with a single slot per stream", "[schedules][library]") {
+    for (int p : kRankCounts)
+        for (bool in_place : {false, true}) {
+            INFO("p=" << p << " in_place=" << in_place);
+            for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather})
+                CHECK(simulate(make_shape(coll, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM), build_halving_doubling,
+                               3, 1) == 0);
+            for (Collective coll : {Collective::Allreduce, Collective::Broadcast, Collective::Reduce})
+                CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
+                               build_double_binary_tree, 3, 1) == 0);
+        }
+    // The torus is rings: two slots, the least a transport has.
+    for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}})
+        CHECK(simulate(make_shape(Collective::Allreduce, g.first * g.second, 1000, false, 0, NNPCCL_INT32, NNPCCL_SUM),
+                       torus(g.first, g.second), 5, 2) == 0);
+}
+
+TEST_CASE("the awkward floats do sum to different bits in different orders", "[schedules][library]") {
+    const int p = 5;
+    const size_t n = 1000;
+    std::vector<std::vector<float>> inputs(p, std::vector<float>(n));
+    for (int r = 0; r < p; ++r) write_awkward_floats(r, inputs[static_cast<size_t>(r)].data(), n);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) {
+        float up = 0, down = 0;
+        for (int r = 0; r < p; ++r) up += inputs[static_cast<size_t>(r)][i];
+        for (int r = p - 1; r >= 0; --r) down += inputs[static_cast<size_t>(r)][i];
+        differ += up != down ? 1 : 0;
+    }
+    CHECK(differ > n / 10);
+}
+
+TEST_CASE("every rank of an allreduce gets the same bits when the order of a float sum matters",
+          "[schedules][library]") {
+    for (int p : {2, 3, 5, 6, 7, 8})
+        for (size_t count : {size_t{1}, size_t{97}, size_t{1000}})
+            for (nnpccl_redop_t op : {NNPCCL_SUM, NNPCCL_AVG})
+                for (bool in_place : {false, true}) {
+                    check_same_bits_everywhere("halving_doubling", build_halving_doubling, p, count, in_place, op);
+                    check_same_bits_everywhere("double_binary_tree", build_double_binary_tree, p, count, in_place, op);
+                }
+    for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}})
+        for (bool in_place : {false, true})
+            check_same_bits_everywhere("torus2d", torus(g.first, g.second), g.first * g.second, 1000, in_place,
+                                       NNPCCL_SUM);
+}
+
+TEST_CASE("halving-doubling sends log2 p messages per phase when the data fits in one chunk", "[schedules][library]") {
+    CollectiveArgs args;
+    args.count = 64;
+    args.chunk_elems = 1 << 20;
+    for (int p : {2, 4, 8, 16}) {
+        args.nranks = p;
+        const auto rounds = static_cast<size_t>(ceil_log2(p));
+        for (int r = 0; r < p; ++r) {
+            args.rank = r;
+            INFO("p=" << p << " rank=" << r);
+            args.collective = Collective::Allreduce;
+            CHECK(sends_of(build_halving_doubling(args)) == 2 * rounds);
+            args.collective = Collective::ReduceScatter;
+            CHECK(sends_of(build_halving_doubling(args)) == rounds);
+            args.collective = Collective::Allgather;
+            CHECK(sends_of(build_halving_doubling(args)) == rounds);
+        }
+    }
+}
+
+TEST_CASE("halving-doubling folds the ranks beyond a power of two into their neighbours", "[schedules][library]") {
+    // 6 ranks: 4 active, ranks 0 and 2 fold into 1 and 3.
+    HalvingDoublingPattern extra(6, 2), active(6, 3), alone(6, 5);
+    CHECK(extra.active_count() == 4);
+    CHECK(extra.rounds() == 2);
+    CHECK(extra.is_extra());
+    CHECK(extra.fold_partner() == 3);
+    CHECK_FALSE(active.is_extra());
+    CHECK(active.fold_partner() == 2);
+    CHECK(active.virtual_rank() == 1);
+    CHECK(alone.fold_partner() == -1);
+    CHECK(alone.virtual_rank() == 3);
+    CHECK(alone.exchange_partner(2) == 3); // virtual 3 ^ 2 = 1, which is rank 3
+    CHECK(alone.exchange_partner(1) == 4);
+    CHECK(active.first_rank_of(4) == 6);
+}
+
+TEST_CASE("the two trees of a double binary tree span every rank and share no inner rank", "[schedules][library]") {
+    for (int p = 1; p <= 40; ++p)
+        for (int root : {-1, 0, p / 2, p - 1}) {
+            INFO("p=" << p << " root=" << root);
+            std::set<int> inner[2];
+            for (int which = 0; which < 2; ++which) {
+                int tops = 0, height = -1;
+                for (int r = 0; r < p; ++r) {
+                    DoubleTreePattern node(p, root, which, r);
+                    if (height < 0) height = node.height();
+                    CHECK(node.height() == height);
+                    if (node.parent() < 0) {
+                        ++tops;
+                        if (root >= 0) CHECK(r == root);
+                    } else {
+                        DoubleTreePattern up(p, root, which, node.parent());
+                        CHECK(std::count(up.children().begin(), up.children().end(), r) == 1);
+                    }
+                    CHECK(node.children().size() <= 2);
+                    if (!node.children().empty() && r != root) inner[which].insert(r);
+                }
+                CHECK(tops == 1);
+                CHECK(height <= ceil_log2(p) + 1);
+            }
+            // The root of a rooted pair is inner in both by design; no other rank is.
+            size_t shared = 0;
+            for (int r : inner[0]) shared += inner[1].count(r);
+            CHECK(shared == 0);
+        }
+}
+
+TEST_CASE("the library's builders give no schedule for what they do not serve", "[schedules][library]") {
+    CollectiveArgs args;
+    args.nranks = 4;
+    args.count = 8;
+    args.collective = Collective::Broadcast;
+    CHECK(build_halving_doubling(args).channels.empty());
+    args.collective = Collective::Allgather;
+    CHECK(build_double_binary_tree(args).channels.empty());
+    CHECK(build_torus2d(args, 2, 2).channels.empty());
+    args.collective = Collective::Allreduce;
+    CHECK(build_torus2d(args, 3, 2).channels.empty());
+    CHECK(build_torus2d(args, 2, 2).channels.size() == 2);
+}
+
+TEST_CASE("2D torus sends 2(x+y-2) messages per channel when a slice fits the rows", "[schedules][library]") {
+    for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}, {8, 4}}) {
+        const int x = g.first, y = g.second;
+        CollectiveArgs args;
+        args.nranks = x * y;
+        args.count = static_cast<size_t>(8 * x * y); // every piece non-empty
+        args.chunk_elems = 1 << 20;
+        for (int r = 0; r < args.nranks; ++r) {
+            args.rank = r;
+            INFO(x << "x" << y << " rank=" << r);
+            CHECK(sends_of(build_torus2d(args, x, y)) == static_cast<size_t>(2 * 2 * (x + y - 2)));
+        }
+    }
+}
+
+TEST_CASE("the library's reductions are exact for every datatype and op, avg dividing once", "[schedules][library]") {
+    for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d)
+        for (nnpccl_redop_t op : {NNPCCL_SUM, NNPCCL_PROD, NNPCCL_MIN, NNPCCL_MAX, NNPCCL_AVG})
+            for (int p : {3, 4, 6}) {
+                auto dt = static_cast<nnpccl_datatype_t>(d);
+                INFO(datatype_name(dt) << " " << redop_name(op) << " p=" << p);
+                for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter})
+                    CHECK(simulate(make_shape(coll, p, 37, false, 0, dt, op), build_halving_doubling, 5) == 0);
+                for (Collective coll : {Collective::Allreduce, Collective::Reduce})
+                    CHECK(simulate(make_shape(coll, p, 37, false, p - 1, dt, op), build_double_binary_tree, 5) == 0);
+                const int x = p == 4 ? 2 : 3; // grids 3x1, 2x2, 3x2
+                CHECK(simulate(make_shape(Collective::Allreduce, p, 37, false, 0, dt, op), torus(x, p / x), 5) == 0);
+            }
+}
