@@ -1,5 +1,4 @@
-// The schedule builders, one per algorithm, and the planner that picks one
-// for a call on a topology.
+// The schedule builders, one per algorithm (planner.hpp picks one).
 #pragma once
 
 #include <memory>
@@ -39,8 +38,5 @@ Schedule build_torus2d(const CollectiveArgs &args, int x, int y);
 
 // Dissemination barrier: ceil(log2 p) rounds of zero-byte messages.
 Schedule build_dissemination_barrier(const CollectiveArgs &args, const std::vector<int> &ring);
-
-// The schedule this rank runs for `args` on `topology`.
-std::shared_ptr<const Schedule> plan_schedule(const CollectiveArgs &args, const Topology &topology);
 
 } // namespace nnpccl

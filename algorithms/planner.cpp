@@ -2,7 +2,7 @@
 // to kDirectMaxBytes (latency bound: one message time instead of 2(p-1)),
 // ring for everything else that moves data, dissemination for the barrier.
 // The cost-model selector replaces this rule.
-#include "builders.hpp"
+#include "planner.hpp"
 
 namespace nnpccl {
 
@@ -18,28 +18,6 @@ std::shared_ptr<const Schedule> plan_schedule(const CollectiveArgs &args, const 
     if (args.collective == Collective::Barrier)
         return std::make_shared<const Schedule>(build_dissemination_barrier(args, topology.rings().front()));
     return std::make_shared<const Schedule>(build_ring(args, topology.rings()));
-}
-
-const char *collective_name(Collective c) {
-    switch (c) {
-    case Collective::Allreduce: return "allreduce";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::Allgather: return "allgather";
-    case Collective::Broadcast: return "broadcast";
-    case Collective::Reduce: return "reduce";
-    case Collective::Barrier: return "barrier";
-    }
-    return "?";
-}
-
-bool collective_from_name(std::string_view name, Collective *out) {
-    for (Collective c : kAllCollectives) {
-        if (name == collective_name(c)) {
-            *out = c;
-            return true;
-        }
-    }
-    return false;
 }
 
 } // namespace nnpccl

@@ -15,8 +15,10 @@
  * operations complete without the caller having to poll.
  *
  * Thread safety: a communicator may be used from one thread at a time for
- * issuing operations; nnpccl_wait/nnpccl_test may be called from any thread;
- * nnpccl_comm_abort may be called from any thread at any time.
+ * issuing operations; nnpccl_wait/nnpccl_test and
+ * nnpccl_comm_get_async_error may be called from any thread;
+ * nnpccl_comm_abort may be called from any thread at any time: during a
+ * nonblocking init, during a collective, during another thread's call.
  */
 #ifndef NNPCCL_H
 #define NNPCCL_H
@@ -44,7 +46,7 @@ typedef enum {
     NNPCCL_ERR_INTERNAL = 4,         /**< a bug in nnpccl; please report it with the message */
     NNPCCL_ERR_REMOTE = 5,           /**< a peer failed, died or aborted */
     NNPCCL_ERR_TIMEOUT = 6,          /**< a deadline passed (NNPCCL_TIMEOUT) while waiting for a peer */
-    NNPCCL_IN_PROGRESS = 7           /**< a nonblocking operation has not finished yet */
+    NNPCCL_IN_PROGRESS = 7           /**< a nonblocking init or operation has not finished yet */
 } nnpccl_result_t;
 
 /** Element types. Reductions on float16 and bfloat16 accumulate in float32
@@ -96,7 +98,9 @@ typedef struct {
     size_t struct_size;  /**< sizeof(nnpccl_config_t) of the caller */
     int timeout_sec;     /**< deadline of every wait, seconds; 0 = NNPCCL_TIMEOUT or 300 */
     size_t chunk_bytes;  /**< pipelining chunk; 0 = NNPCCL_CHUNK_SIZE or the default */
-    int blocking;        /**< reserved, set to 1 (init returns when the communicator is ready) */
+    int blocking;        /**< 1 (default): init returns when the communicator is ready; 0: init returns
+                              NNPCCL_IN_PROGRESS at once and builds it in the background (see
+                              nnpccl_comm_init_rank); any other value is an invalid argument */
 } nnpccl_config_t;
 
 /** Static initialiser for nnpccl_config_t. */
@@ -110,8 +114,10 @@ const char *nnpccl_get_error_string(nnpccl_result_t result);
 
 /** The detailed message of the last error on this communicator (or, with
  *  comm == NULL, of the last error in this thread that had no communicator,
- *  such as a failed init). Never NULL; "" when there was none. The string
- *  stays valid until the next call on the same communicator/thread. */
+ *  such as a failed init). After a nonblocking init failed, the init's
+ *  message until another call's error replaces it. Never NULL; "" when there
+ *  was none. The string stays valid until the next call on the same
+ *  communicator/thread. */
 const char *nnpccl_get_last_error(nnpccl_comm_t comm);
 
 /** Makes a new unique id and starts the rendezvous root in this process.
@@ -123,7 +129,20 @@ nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *id);
 /** Creates the communicator of rank `rank` out of `nranks`. Collective: every
  *  rank calls it with the same id and nranks. Returns when all ranks have
  *  joined, or NNPCCL_ERR_TIMEOUT when they have not by the deadline.
- *  config may be NULL (defaults). */
+ *  config may be NULL (defaults).
+ *
+ *  Nonblocking init (config->blocking = 0, as NCCL's): the arguments and the
+ *  config are checked first (an error returns at once, *comm is NULL); then
+ *  *comm is set to a valid handle and NNPCCL_IN_PROGRESS returned while a
+ *  thread of the library joins the other ranks and builds the communicator.
+ *  Poll nnpccl_comm_get_async_error (a few milliseconds apart; it never
+ *  waits): NNPCCL_IN_PROGRESS while init runs, NNPCCL_SUCCESS once the
+ *  communicator is ready, or the init's error (nnpccl_get_last_error(comm)
+ *  gives its message). Until it is ready, every other call on it, rank and
+ *  size included, returns NNPCCL_ERR_INVALID_USAGE at once, saying so.
+ *  nnpccl_comm_abort or nnpccl_comm_destroy, from any thread, stop a running
+ *  init within milliseconds. A failed nonblocking init still needs one of
+ *  them to free the handle. Ranks may mix blocking and nonblocking init. */
 nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_unique_id_t id,
                                       int rank, const nnpccl_config_t *config);
 
@@ -136,33 +155,58 @@ nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_un
  *  rank 0 writes (with a random secret) and removes after init. The job secret comes from NNPCCL_JOB_SECRET when
  *  set (32 hex digits); otherwise it is derived from the launcher's job id,
  *  which guards against stray jobs but not against an attacker on the
- *  network. */
+ *  network. config->blocking = 0 works as for nnpccl_comm_init_rank: the
+ *  environment is read (and rank 0's root started) before it returns;
+ *  waiting for the rendezvous file and for the other ranks happens in the
+ *  background. */
 nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_config_t *config);
 
 /** Waits for the communicator's pending operations, then frees it. Collective
  *  in the sense that peers must still be alive for pending operations to
- *  finish; a failed communicator is freed at once. */
+ *  finish; a failed communicator is freed at once. On a communicator whose
+ *  nonblocking init is still running it behaves as nnpccl_comm_abort (there
+ *  is nothing pending to wait for, and the init could wait until its
+ *  deadline); after a failed nonblocking init it only frees the handle. */
 nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm);
 
 /** Fails every pending operation of the communicator (they return
- *  NNPCCL_ERR_REMOTE on this rank; peers see this rank go away) and frees it. */
+ *  NNPCCL_ERR_REMOTE on this rank; peers see this rank go away) and frees it.
+ *  Safe from any thread at any time. Calls other threads are making on the
+ *  communicator return an error and abort waits for them to leave. A
+ *  nonblocking init that is still running stops waiting at once; abort
+ *  joins its thread and releases everything it had built (sockets, shared
+ *  memory, threads) before returning, and the ranks whose init was waiting
+ *  for this one fail too: NNPCCL_ERR_REMOTE naming this rank, or
+ *  NNPCCL_ERR_TIMEOUT at their deadline if it had not joined yet. The handle
+ *  is invalid once abort returns: later calls with it are refused
+ *  (NNPCCL_ERR_INVALID_ARGUMENT) unless a new communicator has since been
+ *  given the same address. */
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm);
 
-/** This process's rank in the communicator. */
+/** This process's rank in the communicator. NNPCCL_ERR_INVALID_USAGE until a
+ *  nonblocking init has made it ready. */
 nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank);
 
-/** The number of ranks in the communicator. */
+/** The number of ranks in the communicator. NNPCCL_ERR_INVALID_USAGE until a
+ *  nonblocking init has made it ready. */
 nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
 
-/** The communicator's asynchronous state: NNPCCL_SUCCESS while it is
- *  healthy, otherwise the error that made it fail (a dead peer, a timeout,
- *  an abort), without waiting for anything. */
+/** The communicator's asynchronous state, without waiting for anything:
+ *  NNPCCL_IN_PROGRESS while a nonblocking init is still running;
+ *  NNPCCL_SUCCESS while it is ready and healthy; otherwise the error that
+ *  made it fail (a failed init, a dead peer, a timeout, an abort), whose
+ *  message nnpccl_get_last_error(comm) then gives. The function itself
+ *  returns NNPCCL_SUCCESS when it could read the state, and
+ *  NNPCCL_ERR_INVALID_USAGE when another thread is destroying or aborting
+ *  the communicator. */
 nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error);
 
 /* ---- Collectives ----------------------------------------------------------
  * Every rank of the communicator calls the same collectives in the same
  * order with matching count, datatype, op and root. Counts are in elements.
- * A blocking call returns when this rank's buffers may be reused. */
+ * A blocking call returns when this rank's buffers may be reused. On a
+ * communicator whose nonblocking init has not made it ready, every
+ * collective returns NNPCCL_ERR_INVALID_USAGE at once and does nothing. */
 
 /** recvbuf[i] = op over ranks of sendbuf[i], i < count, on every rank.
  *  In place when sendbuf == recvbuf. */

@@ -9,7 +9,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <system_error>
+#include <unordered_set>
 
 #include "bootstrap_root.hpp"
 #include "comm.hpp"
@@ -41,32 +44,100 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
         if (!try_status_.is_ok()) return report((comm), try_status_);                                             \
     } while (0)
 
-Status check_comm(nnpccl_comm *comm) {
-    if (comm == nullptr) return invalid_argument("comm is NULL");
-    if (comm->magic != nnpccl_comm::kMagic) return invalid_argument("comm is not a live communicator (destroyed or corrupt)");
-    return Status::ok();
+// The communicators created and not yet destroyed or aborted. A call finds
+// its handle here and holds it (active_calls) under the same lock, and
+// abort/destroy take the handle out before waiting for the holders to leave.
+// So a call that races with abort on another thread (a thread polling
+// nnpccl_comm_get_async_error, say) either finishes before the free or finds
+// the handle gone: it never touches freed memory, and a stale or garbage
+// handle is refused without being dereferenced.
+class LiveComms {
+public:
+    void add(nnpccl_comm *comm) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_.insert(comm);
+    }
+    void remove(nnpccl_comm *comm) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_.erase(comm);
+    }
+    // True, with one more active call on it, when comm is live.
+    bool hold(nnpccl_comm *comm) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (live_.count(comm) == 0) return false;
+        comm->active_calls.fetch_add(1);
+        return true;
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_set<const nnpccl_comm *> live_;
+};
+
+LiveComms &live_comms() {
+    static LiveComms registry;
+    return registry;
 }
 
 // Holds the communicator alive for the length of one API call.
 class CallGuard {
 public:
-    explicit CallGuard(nnpccl_comm *comm) : comm_(comm) { comm_->active_calls.fetch_add(1); }
-    ~CallGuard() { comm_->active_calls.fetch_sub(1); }
+    explicit CallGuard(nnpccl_comm *comm) : asked_(comm), held_(live_comms().hold(comm) ? comm : nullptr) {}
+    ~CallGuard() { release(); }
     CallGuard(const CallGuard &) = delete;
     CallGuard &operator=(const CallGuard &) = delete;
-    Status check() const {
-        return comm_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
+
+    bool held() const { return held_ != nullptr; }
+    // Ends the hold early: abort and destroy, before they free the communicator.
+    void release() {
+        if (held_ != nullptr) held_->active_calls.fetch_sub(1);
+        held_ = nullptr;
+    }
+    // Whether the handle names a live communicator (report failures with no communicator).
+    Status check_live() const {
+        if (asked_ == nullptr) return invalid_argument("comm is NULL");
+        if (held_ == nullptr) return invalid_argument("comm is not a live communicator (destroyed, aborted or corrupt)");
+        return Status::ok();
+    }
+    // Whether it may still start work (report failures on the communicator).
+    Status check_open() const {
+        return held_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
     }
 
 private:
-    nnpccl_comm *comm_;
+    nnpccl_comm *asked_;
+    nnpccl_comm *held_;
 };
 
-// Frees the communicator once no other thread is inside a call on it.
+// Frees the communicator once no other thread is inside a call on it. The
+// caller has released its own hold.
 void free_comm(nnpccl_comm *comm) {
+    live_comms().remove(comm);
     while (comm->active_calls.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    comm->magic = 0;
     delete comm;
+}
+
+// Calls that need the built communicator are refused, without waiting,
+// while a nonblocking init is still building it and after that init failed.
+Status check_ready(const nnpccl_comm *comm) {
+    switch (comm->init_state.load(std::memory_order_acquire)) {
+    case nnpccl_comm::InitState::Ready: return Status::ok();
+    case nnpccl_comm::InitState::Running:
+        return invalid_usage("the communicator is still initializing (nonblocking init): poll "
+                             "nnpccl_comm_get_async_error until it gives NNPCCL_SUCCESS before using it");
+    case nnpccl_comm::InitState::Failed: break;
+    }
+    return invalid_usage("the communicator's nonblocking init failed, so it can only be destroyed or aborted: %s",
+                         comm->init_failure.message().c_str());
+}
+
+// Ends a nonblocking init that is still running (its waits return at once)
+// and waits for its thread, so that the init state is final afterwards.
+void stop_init(nnpccl_comm *comm) {
+    if (!comm->init_thread.joinable()) return;
+    if (comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Running)
+        comm->init_stop.raise();
+    comm->init_thread.join();
 }
 
 // Elements of `count` times `factor` of `dt` must fit in memory arithmetic.
@@ -77,8 +148,7 @@ Status check_count(const char *name, size_t count, size_t factor, nnpccl_datatyp
     return Status::ok();
 }
 
-Status validate(nnpccl_comm *comm, const CollectiveCall &c) {
-    NNPCCL_TRY(check_comm(comm));
+Status validate(const nnpccl_comm *comm, const CollectiveCall &c) {
     if (c.collective == Collective::Barrier) return Status::ok();
     if (!valid_datatype(c.datatype))
         return invalid_argument("datatype=%d is not an nnpccl_datatype_t (0..%d)", static_cast<int>(c.datatype),
@@ -103,10 +173,11 @@ Status validate(nnpccl_comm *comm, const CollectiveCall &c) {
     return Status::ok();
 }
 
-nnpccl_result_t run(nnpccl_comm *comm, const CollectiveCall &call, nnpccl_request_t *request) {
-    NNPCCL_TRY_REPORT(nullptr, check_comm(comm));
-    CallGuard guard(comm);
-    NNPCCL_TRY_REPORT(comm, guard.check());
+// Runs a collective on the communicator `guard` holds.
+nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const CollectiveCall &call, nnpccl_request_t *request) {
+    NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    NNPCCL_TRY_REPORT(comm, guard.check_open());
+    NNPCCL_TRY_REPORT(comm, check_ready(comm));
     Status st = validate(comm, call);
     if (!st) return report(comm, st);
     Status failed = comm->engine->failure();
@@ -121,10 +192,16 @@ nnpccl_result_t run(nnpccl_comm *comm, const CollectiveCall &call, nnpccl_reques
     return report(comm, comm->engine->wait(*op));
 }
 
+nnpccl_result_t run_blocking(nnpccl_comm *comm, const CollectiveCall &call) {
+    CallGuard guard(comm);
+    return run(comm, guard, call, nullptr);
+}
+
 nnpccl_result_t run_nonblocking(nnpccl_comm *comm, const CollectiveCall &call, nnpccl_request_t *request) {
-    if (request == nullptr) return report(check_comm(comm).is_ok() ? comm : nullptr, invalid_argument("request is NULL"));
-    *request = nullptr;
-    return run(comm, call, request);
+    if (request != nullptr) *request = nullptr;
+    CallGuard guard(comm);
+    if (request == nullptr) return report(guard.held() ? comm : nullptr, invalid_argument("request is NULL"));
+    return run(comm, guard, call, request);
 }
 
 CollectiveCall make_call(Collective coll, const void *send, void *recv, size_t count, nnpccl_datatype_t dt,
@@ -140,12 +217,87 @@ CollectiveCall make_call(Collective coll, const void *send, void *recv, size_t c
     return c;
 }
 
-nnpccl_result_t init(nnpccl_comm_t *comm, const UniqueId &id, int nranks, int rank, const nnpccl_config_t *config) {
-    std::unique_ptr<nnpccl_comm> created;
-    Status st = nnpccl_comm::create(id, nranks, rank, config, &created);
+// The part of init that waits for the other ranks; `stop` ends its waits.
+using ConnectStep = std::function<Status(nnpccl_comm &, const StopSignal *)>;
+
+// Checks the config, then runs `connect` and returns the ready communicator;
+// or, with config->blocking = 0, returns its handle at once
+// (NNPCCL_IN_PROGRESS) while `connect` runs on a thread of its own, whose
+// outcome nnpccl_comm_get_async_error reports.
+nnpccl_result_t init(nnpccl_comm_t *out, int nranks, int rank, const nnpccl_config_t *config, ConnectStep connect) {
+    std::unique_ptr<nnpccl_comm> comm;
+    Status st = nnpccl_comm::prepare(nranks, rank, config, &comm);
     if (!st) return report(nullptr, st);
-    *comm = created.release();
-    return NNPCCL_SUCCESS;
+    if (comm->settings.blocking) {
+        st = connect(*comm, nullptr);
+        if (!st) return report(nullptr, st);
+        *out = comm.release();
+        live_comms().add(*out);
+        return NNPCCL_SUCCESS;
+    }
+    NNPCCL_TRY_REPORT(nullptr, comm->init_stop.open());
+    comm->init_state.store(nnpccl_comm::InitState::Running);
+    nnpccl_comm *building = comm.get();
+    try {
+        comm->init_thread = std::thread([building, connect = std::move(connect)] {
+            Status result = connect(*building, &building->init_stop);
+            if (result) {
+                building->init_state.store(nnpccl_comm::InitState::Ready, std::memory_order_release);
+                return;
+            }
+            building->init_failure = result;
+            building->init_state.store(nnpccl_comm::InitState::Failed, std::memory_order_release);
+        });
+    } catch (const std::system_error &e) {
+        return report(nullptr, system_error("cannot start the thread of a nonblocking init: %s", e.what()));
+    }
+    *out = comm.release();
+    live_comms().add(*out);
+    return NNPCCL_IN_PROGRESS;
+}
+
+// A fresh job secret and a root listening at `where` (port 0: any free port).
+Status make_unique_id(const SockAddr &where, int timeout_sec, nnpccl_unique_id_t *out) {
+    UniqueId id;
+    NNPCCL_TRY(random_secret(&id.secret));
+    NNPCCL_TRY(start_bootstrap_root(where, id.secret, timeout_sec, &id.root));
+    encode_unique_id(id, out);
+    return Status::ok();
+}
+
+// One-host launch without an address: meet through the rendezvous file.
+// Rank 0 publishes it now; the others wait for it as part of connecting.
+nnpccl_result_t init_through_file(nnpccl_comm_t *comm, const LaunchEnv &env, const nnpccl_config_t *config) {
+    Settings settings;
+    Status st = resolve_settings(config, &settings);
+    nnpccl_unique_id_t published{};
+    if (st && env.rank == 0) {
+        SockAddr loopback;
+        st = parse_host_port("127.0.0.1:1", &loopback);
+        loopback.set_port(0);
+        if (st) st = make_unique_id(loopback, settings.timeout_sec, &published);
+        if (st) st = publish_unique_id(env.rendezvous_file, published);
+    }
+    if (!st) return report(nullptr, Status(st.code(), "init from the " + env.launcher + " environment: " + st.message()));
+    const std::string file = env.rendezvous_file;
+    const std::string launcher = env.launcher;
+    const int rank = env.rank;
+    const int timeout_sec = settings.timeout_sec;
+    auto connect = [=](nnpccl_comm &building, const StopSignal *stop) {
+        nnpccl_unique_id_t raw = published;
+        Status found = rank == 0 ? Status::ok() : read_unique_id(file, Deadline::after_seconds(timeout_sec), &raw, stop);
+        UniqueId id;
+        if (found) found = decode_unique_id(raw, &id);
+        if (!found) return Status(found.code(), "init from the " + launcher + " environment: " + found.message());
+        Status connected = building.connect(id, stop);
+        // Everyone has joined (or failed): the file has served.
+        if (rank == 0) unlink(file.c_str());
+        return connected;
+    };
+    nnpccl_result_t rc = init(comm, env.size, env.rank, config, connect);
+    // An init refused before connecting never reached the unlink above.
+    if (rank == 0 && rc != NNPCCL_SUCCESS && rc != NNPCCL_IN_PROGRESS) unlink(file.c_str());
+    return rc;
 }
 
 } // namespace
@@ -173,46 +325,15 @@ const char *nnpccl_get_error_string(nnpccl_result_t result) {
 }
 
 const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
-    if (comm == nullptr || comm->magic != nnpccl_comm::kMagic) return t_last_error.c_str();
+    CallGuard guard(comm);
+    if (!guard.held()) return t_last_error.c_str();
     std::lock_guard<std::mutex> lock(comm->error_mutex);
+    // Copied here, not by the init's thread, so that a string handed out
+    // earlier does not change under its reader.
+    if (comm->last_error.empty() && comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Failed)
+        comm->last_error = comm->init_failure.message();
     return comm->last_error.c_str();
 }
-
-namespace {
-
-// A fresh job secret and a root listening at `where` (port 0: any free port).
-Status make_unique_id(const SockAddr &where, int timeout_sec, nnpccl_unique_id_t *out) {
-    UniqueId id;
-    NNPCCL_TRY(random_secret(&id.secret));
-    NNPCCL_TRY(start_bootstrap_root(where, id.secret, timeout_sec, &id.root));
-    encode_unique_id(id, out);
-    return Status::ok();
-}
-
-// One-host launch without an address: meet through the rendezvous file.
-nnpccl_result_t init_through_file(nnpccl_comm_t *comm, const LaunchEnv &env, const nnpccl_config_t *config) {
-    Settings settings;
-    Status st = resolve_settings(config, &settings);
-    nnpccl_unique_id_t raw;
-    if (st && env.rank == 0) {
-        SockAddr loopback;
-        st = parse_host_port("127.0.0.1:1", &loopback);
-        loopback.set_port(0);
-        if (st) st = make_unique_id(loopback, settings.timeout_sec, &raw);
-        if (st) st = publish_unique_id(env.rendezvous_file, raw);
-    } else if (st) {
-        st = read_unique_id(env.rendezvous_file, Deadline::after_seconds(settings.timeout_sec), &raw);
-    }
-    UniqueId id;
-    if (st) st = decode_unique_id(raw, &id);
-    if (!st) return report(nullptr, Status(st.code(), "init from the " + env.launcher + " environment: " + st.message()));
-    nnpccl_result_t rc = init(comm, id, env.size, env.rank, config);
-    // Everyone has joined (or failed): the file has served.
-    if (env.rank == 0) unlink(env.rendezvous_file.c_str());
-    return rc;
-}
-
-} // namespace
 
 nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *out) {
     if (out == nullptr) return report(nullptr, invalid_argument("id is NULL"));
@@ -235,7 +356,8 @@ nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_un
     UniqueId decoded;
     Status st = decode_unique_id(id, &decoded);
     if (!st) return report(nullptr, st);
-    return init(comm, decoded, nranks, rank, config);
+    return init(comm, nranks, rank, config,
+                [decoded](nnpccl_comm &building, const StopSignal *stop) { return building.connect(decoded, stop); });
 }
 
 nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_config_t *config) {
@@ -261,55 +383,78 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
     if (!st) return report(nullptr, Status(st.code(), format("init from the %s environment: %s",
                                                              env.launcher.empty() ? "launcher" : env.launcher.c_str(),
                                                              st.message().c_str())));
-    return init(comm, id, env.size, env.rank, config);
+    return init(comm, env.size, env.rank, config,
+                [id](nnpccl_comm &building, const StopSignal *stop) { return building.connect(id, stop); });
 }
 
 nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
-    Status st = check_comm(comm);
-    if (!st) return report(nullptr, st);
+    CallGuard guard(comm);
+    NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
-    st = comm->engine->drain();
-    // The last messages may still be leaving this rank: let them go first.
-    Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
-    for (Transport *t : comm->active_transports()) {
-        Status flushed = st.is_ok() ? t->flush(deadline) : Status::ok();
-        if (!flushed) st = flushed;
+    // An init still running is aborted: it has no operations to wait for,
+    // and waiting for it could take until its deadline.
+    stop_init(comm);
+    Status st;
+    if (comm->init_state.load() == nnpccl_comm::InitState::Ready) {
+        st = comm->engine->drain();
+        // The last messages may still be leaving this rank: let them go first.
+        Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
+        for (Transport *t : comm->active_transports()) {
+            Status flushed = st.is_ok() ? t->flush(deadline) : Status::ok();
+            if (!flushed) st = flushed;
+        }
+        comm->bootstrap->say_goodbye();
     }
-    comm->bootstrap->say_goodbye();
+    guard.release();
     free_comm(comm);
     return st.code() == NNPCCL_SUCCESS ? NNPCCL_SUCCESS : report(nullptr, st);
 }
 
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
-    Status st = check_comm(comm);
-    if (!st) return report(nullptr, st);
+    CallGuard guard(comm);
+    NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
-    // Calls blocked in other threads fail now and leave; then it can go.
-    comm->engine->abort(remote_error("rank %d aborted the communicator (nnpccl_comm_abort)", comm->rank));
+    // A running init stops waiting and tells the other ranks; calls blocked
+    // in other threads fail now and leave; then it can go.
+    stop_init(comm);
+    if (comm->init_state.load() == nnpccl_comm::InitState::Ready)
+        comm->engine->abort(remote_error("rank %d aborted the communicator (nnpccl_comm_abort)", comm->rank));
+    guard.release();
     free_comm(comm);
     return NNPCCL_SUCCESS;
 }
 
 nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank) {
-    Status st = check_comm(comm);
-    if (st && rank == nullptr) st = invalid_argument("rank (the output pointer) is NULL");
-    if (!st) return report(check_comm(comm).is_ok() ? comm : nullptr, st);
+    CallGuard guard(comm);
+    NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (rank == nullptr) return report(comm, invalid_argument("rank (the output pointer) is NULL"));
+    NNPCCL_TRY_REPORT(comm, check_ready(comm));
     *rank = comm->rank;
     return NNPCCL_SUCCESS;
 }
 
 nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size) {
-    Status st = check_comm(comm);
-    if (st && size == nullptr) st = invalid_argument("size (the output pointer) is NULL");
-    if (!st) return report(check_comm(comm).is_ok() ? comm : nullptr, st);
+    CallGuard guard(comm);
+    NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (size == nullptr) return report(comm, invalid_argument("size (the output pointer) is NULL"));
+    NNPCCL_TRY_REPORT(comm, check_ready(comm));
     *size = comm->nranks;
     return NNPCCL_SUCCESS;
 }
 
 nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error) {
-    Status st = check_comm(comm);
-    if (st && async_error == nullptr) st = invalid_argument("async_error (the output pointer) is NULL");
-    if (!st) return report(check_comm(comm).is_ok() ? comm : nullptr, st);
+    CallGuard guard(comm);
+    NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (async_error == nullptr) return report(comm, invalid_argument("async_error (the output pointer) is NULL"));
+    NNPCCL_TRY_REPORT(comm, guard.check_open());
+    switch (comm->init_state.load(std::memory_order_acquire)) {
+    case nnpccl_comm::InitState::Running: *async_error = NNPCCL_IN_PROGRESS; return NNPCCL_SUCCESS;
+    case nnpccl_comm::InitState::Failed:
+        comm->set_last_error(comm->init_failure.message());
+        *async_error = comm->init_failure.code();
+        return NNPCCL_SUCCESS;
+    case nnpccl_comm::InitState::Ready: break;
+    }
     Status failure = comm->engine->failure();
     if (!failure) comm->set_last_error(failure.message());
     *async_error = failure.code();
@@ -318,26 +463,26 @@ nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t 
 
 nnpccl_result_t nnpccl_allreduce(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype,
                                  nnpccl_redop_t op, nnpccl_comm_t comm) {
-    return run(comm, make_call(Collective::Allreduce, sendbuf, recvbuf, count, datatype, op, -1), nullptr);
+    return run_blocking(comm, make_call(Collective::Allreduce, sendbuf, recvbuf, count, datatype, op, -1));
 }
 nnpccl_result_t nnpccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, nnpccl_datatype_t datatype,
                                       nnpccl_redop_t op, nnpccl_comm_t comm) {
-    return run(comm, make_call(Collective::ReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, -1), nullptr);
+    return run_blocking(comm, make_call(Collective::ReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, -1));
 }
 nnpccl_result_t nnpccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, nnpccl_datatype_t datatype,
                                  nnpccl_comm_t comm) {
-    return run(comm, make_call(Collective::Allgather, sendbuf, recvbuf, sendcount, datatype, NNPCCL_SUM, -1), nullptr);
+    return run_blocking(comm, make_call(Collective::Allgather, sendbuf, recvbuf, sendcount, datatype, NNPCCL_SUM, -1));
 }
 nnpccl_result_t nnpccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype, int root,
                                  nnpccl_comm_t comm) {
-    return run(comm, make_call(Collective::Broadcast, sendbuf, recvbuf, count, datatype, NNPCCL_SUM, root), nullptr);
+    return run_blocking(comm, make_call(Collective::Broadcast, sendbuf, recvbuf, count, datatype, NNPCCL_SUM, root));
 }
 nnpccl_result_t nnpccl_reduce(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype,
                               nnpccl_redop_t op, int root, nnpccl_comm_t comm) {
-    return run(comm, make_call(Collective::Reduce, sendbuf, recvbuf, count, datatype, op, root), nullptr);
+    return run_blocking(comm, make_call(Collective::Reduce, sendbuf, recvbuf, count, datatype, op, root));
 }
 nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm) {
-    return run(comm, make_call(Collective::Barrier, nullptr, nullptr, 0, NNPCCL_UINT8, NNPCCL_SUM, -1), nullptr);
+    return run_blocking(comm, make_call(Collective::Barrier, nullptr, nullptr, 0, NNPCCL_UINT8, NNPCCL_SUM, -1));
 }
 
 nnpccl_result_t nnpccl_iallreduce(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype,
@@ -373,17 +518,24 @@ nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
     std::unique_ptr<nnpccl_request> owned(request);
     CallGuard guard(owned->comm);
+    // Destroy and abort finish every operation before they free the communicator.
+    if (!guard.held())
+        return report(nullptr, owned->op->done.load(std::memory_order_acquire)
+                                   ? owned->op->result
+                                   : invalid_usage("the request's communicator was destroyed or aborted"));
     Status st = owned->comm->engine->wait(*owned->op);
     return report(owned->comm, st);
 }
 
 nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
-    if (done == nullptr) return report(request->comm, invalid_argument("done (the output pointer) is NULL"));
+    CallGuard guard(request->comm);
+    nnpccl_comm *comm = guard.held() ? request->comm : nullptr;
+    if (done == nullptr) return report(comm, invalid_argument("done (the output pointer) is NULL"));
     *done = request->op->done.load(std::memory_order_acquire) ? 1 : 0;
     if (*done == 0) return NNPCCL_SUCCESS;
     std::unique_ptr<nnpccl_request> owned(request);
-    return report(owned->comm, owned->op->result);
+    return report(comm, owned->op->result);
 }
 
 nnpccl_result_t nnpccl_request_free(nnpccl_request_t request) {

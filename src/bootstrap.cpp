@@ -10,20 +10,21 @@
 namespace nnpccl {
 
 Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline &deadline,
-                       std::unique_ptr<Bootstrap> *out) {
+                       std::unique_ptr<Bootstrap> *out, const StopSignal *stop) {
     int fd = -1;
-    Status st = connect_tcp(id.root, deadline, &fd);
+    Status st = connect_tcp(id.root, deadline, &fd, stop);
+    if (!st && stop != nullptr && stop->raised()) return st;
     if (!st)
         return Status(st.code(), format("rank %d could not reach the bootstrap root at %s: %s", rank,
                                         id.root.to_string().c_str(), st.message().c_str()));
     Hello hello{id.secret, static_cast<uint32_t>(rank), static_cast<uint32_t>(nranks)};
     std::string frame = encode_frame(FrameType::Hello, &hello, sizeof hello);
-    st = send_all(fd, frame.data(), frame.size(), deadline);
+    st = send_all(fd, frame.data(), frame.size(), deadline, stop);
     if (!st) {
         close_fd(fd);
         return st;
     }
-    out->reset(new Bootstrap(fd, rank, nranks, id.root.to_string()));
+    out->reset(new Bootstrap(fd, rank, nranks, id.root.to_string(), stop));
     LOG_TRACE("joined the bootstrap root at %s as rank %d of %d", id.root.to_string().c_str(), rank, nranks);
     return Status::ok();
 }
@@ -69,9 +70,9 @@ Status Bootstrap::allgather(const std::string &mine, const Deadline &deadline, s
     if (mine.size() > kMaxRankPayload)
         return internal_error("bootstrap allgather part of %zu bytes exceeds %zu", mine.size(), kMaxRankPayload);
     std::string frame = encode_frame(FrameType::Gather, mine.data(), mine.size());
-    NNPCCL_TRY(send_all(fd_, frame.data(), frame.size(), deadline));
+    NNPCCL_TRY(send_all(fd_, frame.data(), frame.size(), deadline, stop_));
     FrameHeader h{};
-    Status st = recv_all(fd_, &h, sizeof h, deadline);
+    Status st = recv_all(fd_, &h, sizeof h, deadline, stop_);
     if (st.code() == NNPCCL_ERR_TIMEOUT)
         return timeout_error("rank %d waited for the other ranks at the bootstrap root %s until the deadline; "
                              "some rank has not joined or has not reached the same point",
@@ -80,7 +81,7 @@ Status Bootstrap::allgather(const std::string &mine, const Deadline &deadline, s
     const size_t limit = 4 + static_cast<size_t>(nranks_) * (4 + kMaxRankPayload);
     NNPCCL_TRY(check_frame_header(h, limit));
     std::string payload(h.length, '\0');
-    NNPCCL_TRY(recv_all(fd_, payload.data(), payload.size(), deadline));
+    NNPCCL_TRY(recv_all(fd_, payload.data(), payload.size(), deadline, stop_));
     if (h.type == static_cast<uint32_t>(FrameType::Error)) {
         Status why = decode_failure(payload);
         return Status(why.code(), "the bootstrap root ended the job: " + why.message());

@@ -15,9 +15,11 @@ namespace nnpccl {
 class Bootstrap {
 public:
     // Connects to the root in `id` and joins as `rank` of `nranks`. Retries a
-    // root that is not listening yet until the deadline.
+    // root that is not listening yet until the deadline. Raising `stop` ends
+    // this and every later allgather wait at once (a nonblocking init's
+    // abort); it must outlive the Bootstrap.
     static Status join(const UniqueId &id, int rank, int nranks, const Deadline &deadline,
-                       std::unique_ptr<Bootstrap> *out);
+                       std::unique_ptr<Bootstrap> *out, const StopSignal *stop = nullptr);
     ~Bootstrap();
     Bootstrap(const Bootstrap &) = delete;
     Bootstrap &operator=(const Bootstrap &) = delete;
@@ -41,13 +43,14 @@ public:
     const std::string &root_name() const { return root_name_; }
 
 private:
-    Bootstrap(int fd, int rank, int nranks, std::string root_name)
-        : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)) {}
+    Bootstrap(int fd, int rank, int nranks, std::string root_name, const StopSignal *stop)
+        : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)), stop_(stop) {}
     int fd_;
     bool root_gone_ = false;
     int rank_;
     int nranks_;
     std::string root_name_;
+    const StopSignal *stop_;
 };
 
 } // namespace nnpccl

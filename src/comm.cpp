@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "affinity.hpp"
-#include "builders.hpp"
+#include "planner.hpp"
 #include "dtype.hpp"
 #include "log.hpp"
 #include "emulated/emulated_transport.hpp"
@@ -56,8 +56,7 @@ std::vector<Transport *> nnpccl_comm::active_transports() const {
     return out;
 }
 
-Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpccl_config_t *config,
-                           std::unique_ptr<nnpccl_comm> *out) {
+Status nnpccl_comm::prepare(int nranks, int rank, const nnpccl_config_t *config, std::unique_ptr<nnpccl_comm> *out) {
     auto comm = std::make_unique<nnpccl_comm>();
     comm->rank = rank;
     comm->nranks = nranks;
@@ -66,8 +65,18 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     // operation, the operation's descriptor.
     comm->settings.message_bytes = comm->settings.chunk_bytes + kDescriptorBytes;
     set_log_rank(rank);
+    *out = std::move(comm);
+    return Status::ok();
+}
+
+namespace {
+
+// Everything connect() does but the clean-up of a failure.
+Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
+    const int rank = comm->rank;
+    const int nranks = comm->nranks;
     Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
-    NNPCCL_TRY(Bootstrap::join(id, rank, nranks, deadline, &comm->bootstrap));
+    NNPCCL_TRY(Bootstrap::join(id, rank, nranks, deadline, &comm->bootstrap, stop));
 
     // Every rank says where it runs and which transport mode it was given;
     // ranks must agree on the mode, since transports are set up collectively.
@@ -148,8 +157,29 @@ Status nnpccl_comm::create(const UniqueId &id, int nranks, int rank, const nnpcc
     comm->engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
     LOG_INFO("communicator ready: rank %d of %d, %zu on this host, topology %s", rank, nranks, local.size(),
              comm->topology.name().c_str());
-    *out = std::move(comm);
     return Status::ok();
+}
+
+} // namespace
+
+Status nnpccl_comm::connect(const UniqueId &id, const StopSignal *stop) {
+    Status st = build(this, id, stop);
+    if (st) return st;
+    if (stop != nullptr && stop->raised()) {
+        st = remote_error("rank %d aborted the communicator during init (nnpccl_comm_abort or nnpccl_comm_destroy "
+                          "before init had finished)",
+                          rank);
+        // Peers would hear "died or aborted" from the root anyway; this says which.
+        if (bootstrap != nullptr) bootstrap->report_failure(st);
+    }
+    // Released now, not at destroy: peers see this rank leave at once. What
+    // depends on something goes before it.
+    engine.reset();
+    emulated.clear();
+    transports.clear();
+    route.clear();
+    bootstrap.reset();
+    return st;
 }
 
 void nnpccl_comm::set_last_error(const std::string &message) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -34,8 +35,6 @@ struct CollectiveCall {
 } // namespace nnpccl
 
 struct nnpccl_comm {
-    static constexpr uint64_t kMagic = 0x6e6e7063636f6d6dull;
-    uint64_t magic = kMagic;
     int rank = 0;
     int nranks = 1;
     nnpccl::Settings settings;
@@ -59,9 +58,24 @@ struct nnpccl_comm {
     std::atomic<int> active_calls{0};
     std::atomic<bool> closing{false};
 
-    // Builds the communicator of `rank` of `nranks` at the root in `id`.
-    static nnpccl::Status create(const nnpccl::UniqueId &id, int nranks, int rank, const nnpccl_config_t *config,
-                                 std::unique_ptr<nnpccl_comm> *out);
+    // A nonblocking init (config->blocking = 0) connects on a thread of its
+    // own. Until init_state is Ready, only what prepare() set (rank, nranks,
+    // settings) and the error fields may be touched by API calls.
+    enum class InitState { Running, Ready, Failed };
+    std::atomic<InitState> init_state{InitState::Ready};
+    nnpccl::Status init_failure; // written before init_state turns Failed
+    std::thread init_thread;
+    nnpccl::StopSignal init_stop; // abort raises it to end the init's waits
+
+    // The first step of init, which needs no other rank: checks the config
+    // and resolves the settings.
+    static nnpccl::Status prepare(int nranks, int rank, const nnpccl_config_t *config,
+                                  std::unique_ptr<nnpccl_comm> *out);
+    // The rest of init: joins the other ranks at the root in `id` and builds
+    // the transports and the engine. Raising `stop` ends its waits at once,
+    // and the root is told this rank aborted. On failure it releases
+    // whatever it had built.
+    nnpccl::Status connect(const nnpccl::UniqueId &id, const nnpccl::StopSignal *stop);
 
     // Queues the call (validated by the caller); returns its operation.
     nnpccl::Status start(const nnpccl::CollectiveCall &call, bool background,
@@ -87,8 +101,9 @@ struct LaunchEnv {
 Status read_launch_env(LaunchEnv *out);
 
 // The file rendezvous of a one-host launch: rank 0 writes the id atomically;
-// the others wait for it until the deadline.
+// the others wait for it until the deadline, or until `stop` is raised.
 Status publish_unique_id(const std::string &path, const nnpccl_unique_id_t &id);
-Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id);
+Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id,
+                      const StopSignal *stop = nullptr);
 
 } // namespace nnpccl

@@ -89,6 +89,11 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
                 return invalid_argument("config->chunk_bytes=%zu is not from 4096 to 64M", config->chunk_bytes);
             s.chunk_bytes = config->chunk_bytes;
         }
+        if (config->blocking != 0 && config->blocking != 1)
+            return invalid_argument("config->blocking=%d is not 0 (init returns at once) or 1 (init returns when "
+                                    "the communicator is ready)",
+                                    config->blocking);
+        s.blocking = config->blocking == 1;
     }
     s.chunk_bytes &= ~size_t{63}; // keeps every slot cache-line aligned
     *out = s;

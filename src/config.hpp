@@ -25,6 +25,7 @@ struct Settings {
     bool emulate_links = false;       // NNPCCL_EMULATE_LINKS=1: pace traffic to the topology's links
     double emulate_scale = 1.0;       // NNPCCL_EMULATE_SCALE: emulated time runs this many times slower
     std::string pin;                  // NNPCCL_PIN: auto (default), off, or a CPU list
+    bool blocking = true;             // config->blocking only: false = init builds the communicator in the background
     // Filled in at init from the host, not from the environment:
     int numa_node = -1;               // the rank's NUMA node, for its shm queues (-1: leave to the kernel)
     std::string nic_hint;             // the NIC nearest the rank, for ofi when NNPCCL_SOCKET_IFNAME is unset

@@ -134,8 +134,10 @@ Status publish_unique_id(const std::string &path, const nnpccl_unique_id_t &id) 
     return Status::ok();
 }
 
-Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id) {
+Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id,
+                      const StopSignal *stop) {
     while (true) {
+        if (stop != nullptr && stop->raised()) return stopped_error();
         int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
             struct stat info {};

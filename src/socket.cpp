@@ -7,15 +7,52 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "config.hpp"
 
 namespace nnpccl {
+
+StopSignal::~StopSignal() {
+    if (fd_ >= 0) close(fd_);
+}
+
+Status StopSignal::open() {
+    fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd_ < 0) return errno_error("eventfd (the signal that lets abort stop a nonblocking init)");
+    return Status::ok();
+}
+
+void StopSignal::raise() {
+    raised_.store(true, std::memory_order_release);
+    // Never read back: the fd stays readable, so every later wait wakes too.
+    uint64_t one = 1;
+    if (fd_ >= 0) (void)!write(fd_, &one, sizeof one);
+}
+
+Status stopped_error() { return remote_error("the wait was stopped: the communicator was aborted"); }
+
+namespace {
+
+constexpr int kStopped = -2;
+
+// poll() on `p` that also wakes when `stop` is raised. Returns what poll
+// returns for `p` alone, or kStopped.
+int poll_unless_stopped(pollfd &p, int timeout_ms, const StopSignal *stop) {
+    if (stop == nullptr) return poll(&p, 1, timeout_ms);
+    if (stop->raised()) return kStopped;
+    pollfd fds[2] = {p, {stop->fd(), POLLIN, 0}};
+    int rc = poll(fds, 2, timeout_ms);
+    if (stop->raised()) return kStopped;
+    p.revents = fds[0].revents;
+    return rc > 0 ? (p.revents != 0 ? 1 : 0) : rc;
+}
+
+} // namespace
 
 uint16_t SockAddr::port() const {
     if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in *>(&storage)->sin_port);
@@ -168,16 +205,21 @@ Status listen_tcp(const SockAddr &addr, int *fd, SockAddr *bound) {
     return Status::ok();
 }
 
-Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd) {
+Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd, const StopSignal *stop) {
     int last_errno = 0;
     int backoff_ms = 1;
     while (true) {
+        if (stop != nullptr && stop->raised()) return stopped_error();
         int s = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s < 0) return errno_error("socket");
         int rc = connect(s, reinterpret_cast<const sockaddr *>(&addr.storage), addr.length);
         if (rc != 0 && errno == EINPROGRESS) {
             pollfd p{s, POLLOUT, 0};
-            rc = poll(&p, 1, deadline.ms_left(1000));
+            rc = poll_unless_stopped(p, deadline.ms_left(1000), stop);
+            if (rc == kStopped) {
+                close(s);
+                return stopped_error();
+            }
             int err = 0;
             socklen_t len = sizeof err;
             if (rc == 1 && getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
@@ -207,16 +249,20 @@ Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd) {
         if (deadline.passed())
             return timeout_error("could not connect to %s before the deadline (last error: %s)",
                                  addr.to_string().c_str(), std::strerror(last_errno));
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.ms_left())));
+        // The pause before the next attempt, which abort also cuts short.
+        pollfd nothing{-1, 0, 0};
+        if (poll_unless_stopped(nothing, std::min(backoff_ms, deadline.ms_left()), stop) == kStopped)
+            return stopped_error();
         backoff_ms = std::min(backoff_ms * 2, 100);
     }
 }
 
-Status send_all(int fd, const void *data, size_t len, const Deadline &deadline) {
+Status send_all(int fd, const void *data, size_t len, const Deadline &deadline, const StopSignal *stop) {
     const char *p = static_cast<const char *>(data);
     while (len > 0) {
         pollfd pfd{fd, POLLOUT, 0};
-        int rc = poll(&pfd, 1, deadline.ms_left(1000));
+        int rc = poll_unless_stopped(pfd, deadline.ms_left(1000), stop);
+        if (rc == kStopped) return stopped_error();
         if (rc < 0 && errno == EINTR) continue;
         if (rc == 0) {
             if (deadline.passed()) return timeout_error("sending to the bootstrap peer timed out");
@@ -233,11 +279,12 @@ Status send_all(int fd, const void *data, size_t len, const Deadline &deadline) 
     return Status::ok();
 }
 
-Status recv_all(int fd, void *data, size_t len, const Deadline &deadline) {
+Status recv_all(int fd, void *data, size_t len, const Deadline &deadline, const StopSignal *stop) {
     char *p = static_cast<char *>(data);
     while (len > 0) {
         pollfd pfd{fd, POLLIN, 0};
-        int rc = poll(&pfd, 1, deadline.ms_left(1000));
+        int rc = poll_unless_stopped(pfd, deadline.ms_left(1000), stop);
+        if (rc == kStopped) return stopped_error();
         if (rc < 0 && errno == EINTR) continue;
         if (rc == 0) {
             if (deadline.passed()) return timeout_error("waiting for the bootstrap peer timed out");

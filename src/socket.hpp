@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -23,6 +24,30 @@ struct SockAddr {
     std::string to_string() const; // "1.2.3.4:5678" or "[::1]:5678"
 };
 
+// Ends waits from another thread before their deadline: abort raises it
+// while a nonblocking init is waiting for the other ranks. Its fd (an
+// eventfd) becomes readable when raised, so a wait that polls it alongside
+// its socket wakes at once rather than after some polling period.
+class StopSignal {
+public:
+    StopSignal() = default;
+    ~StopSignal();
+    StopSignal(const StopSignal &) = delete;
+    StopSignal &operator=(const StopSignal &) = delete;
+
+    Status open();
+    void raise();
+    bool raised() const { return raised_.load(std::memory_order_acquire); }
+    int fd() const { return fd_; }
+
+private:
+    std::atomic<bool> raised_{false};
+    int fd_ = -1;
+};
+
+// What a wait returns when its stop signal was raised.
+Status stopped_error();
+
 // Parses "host:port" or "[v6]:port"; host may be a name (resolved once).
 Status parse_host_port(const std::string &text, SockAddr *out);
 Status resolve_host(const std::string &host, uint16_t port, SockAddr *out);
@@ -37,10 +62,11 @@ Status pick_local_address(SockAddr *out);
 Status listen_tcp(const SockAddr &addr, int *fd, SockAddr *bound);
 
 // Connects, retrying refused or unreachable attempts until the deadline.
-Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd);
+// These three also end early, with stopped_error(), once `stop` is raised.
+Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd, const StopSignal *stop = nullptr);
 
-Status send_all(int fd, const void *data, size_t len, const Deadline &deadline);
-Status recv_all(int fd, void *data, size_t len, const Deadline &deadline);
+Status send_all(int fd, const void *data, size_t len, const Deadline &deadline, const StopSignal *stop = nullptr);
+Status recv_all(int fd, void *data, size_t len, const Deadline &deadline, const StopSignal *stop = nullptr);
 
 void close_fd(int &fd);
 

@@ -107,7 +107,10 @@ inline SimResult run(CallShape shape, const Builder &build, size_t chunk_elems, 
         auto ur = static_cast<size_t>(r);
         result.wrong += nnpccl_check::count_wrong(shapes[ur], outputs[ur]);
         const auto *out = static_cast<const unsigned char *>(outputs[ur]);
-        result.outputs.emplace_back(out, out + shape.total() * es);
+        // In place, a reduce-scatter's output is one block inside the buffer.
+        const size_t out_elems =
+            shape.collective == nnpccl::Collective::ReduceScatter ? shape.count : shape.total();
+        result.outputs.emplace_back(out, out + out_elems * es);
     }
     return result;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "planner.hpp"
 #include "schedule_sim.hpp"
 
 using namespace nnpccl;
