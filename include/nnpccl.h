@@ -62,7 +62,11 @@ typedef enum {
     NNPCCL_BFLOAT16 = 7,
     NNPCCL_FLOAT32 = 8,
     NNPCCL_FLOAT64 = 9,
-    NNPCCL_NUM_DATATYPES = 10
+    NNPCCL_NUM_DATATYPES = 10,
+    /* Not datatypes: they make the type as wide as int, so that whatever
+     * int a caller passes is a value the library may read and refuse. */
+    NNPCCL_DATATYPE_RESERVED_MIN_ = -2147483647 - 1,
+    NNPCCL_DATATYPE_RESERVED_MAX_ = 2147483647
 } nnpccl_datatype_t;
 
 /** Reduction operations. Integer sum and prod wrap around (two's complement).
@@ -74,7 +78,10 @@ typedef enum {
     NNPCCL_MIN = 2,
     NNPCCL_MAX = 3,
     NNPCCL_AVG = 4,
-    NNPCCL_NUM_OPS = 5
+    NNPCCL_NUM_OPS = 5,
+    /* Not operations: int-wide, as for nnpccl_datatype_t. */
+    NNPCCL_REDOP_RESERVED_MIN_ = -2147483647 - 1,
+    NNPCCL_REDOP_RESERVED_MAX_ = 2147483647
 } nnpccl_redop_t;
 
 /** Opaque communicator. */

@@ -50,6 +50,7 @@ Status decode_failure(const std::string &payload) {
     uint32_t c = NNPCCL_ERR_REMOTE;
     if (payload.size() >= sizeof c) std::memcpy(&c, payload.data(), sizeof c);
     std::string message = payload.size() >= sizeof c ? payload.substr(sizeof c) : payload;
+    if (message.empty()) message = "a peer reported a failure without a reason";
     // Only the codes a failure can carry; anything else reads as a remote failure.
     nnpccl_result_t code = c == NNPCCL_ERR_INVALID_USAGE || c == NNPCCL_ERR_TIMEOUT ? static_cast<nnpccl_result_t>(c)
                                                                                      : NNPCCL_ERR_REMOTE;

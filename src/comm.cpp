@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "affinity.hpp"
-#include "planner.hpp"
 #include "dtype.hpp"
 #include "log.hpp"
+#include "planner.hpp"
 #include "emulated/emulated_transport.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "shm/shm_transport.hpp"

@@ -29,16 +29,14 @@ private:
 // printf-style message formatting for Status and logs.
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-#define NNPCCL_STATUS_CTOR(name, code)                                                            \
-    template <typename... Args> Status name(const char *fmt, Args... args) {                     \
-        return Status(code, format(fmt, args...));                                                \
-    }
-NNPCCL_STATUS_CTOR(invalid_argument, NNPCCL_ERR_INVALID_ARGUMENT)
-NNPCCL_STATUS_CTOR(invalid_usage, NNPCCL_ERR_INVALID_USAGE)
-NNPCCL_STATUS_CTOR(system_error, NNPCCL_ERR_SYSTEM)
-NNPCCL_STATUS_CTOR(internal_error, NNPCCL_ERR_INTERNAL)
-NNPCCL_STATUS_CTOR(remote_error, NNPCCL_ERR_REMOTE)
-NNPCCL_STATUS_CTOR(timeout_error, NNPCCL_ERR_TIMEOUT)
+// Statuses with a printf-style message; the compiler checks the arguments.
+#define NNPCCL_STATUS_CTOR(name) Status name(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+NNPCCL_STATUS_CTOR(invalid_argument)
+NNPCCL_STATUS_CTOR(invalid_usage)
+NNPCCL_STATUS_CTOR(system_error)
+NNPCCL_STATUS_CTOR(internal_error)
+NNPCCL_STATUS_CTOR(remote_error)
+NNPCCL_STATUS_CTOR(timeout_error)
 #undef NNPCCL_STATUS_CTOR
 
 // A system_error whose message ends with strerror(errno).

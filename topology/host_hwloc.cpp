@@ -44,6 +44,10 @@ bool discover_host(HostInfo *out, std::string *error) {
     }
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     hwloc_topology_set_icache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL); // hidden by default
+    // GPUs are not what we look for, and the OpenCL and GL plugins cost
+    // time at every init and leave the OpenCL loader's allocations behind.
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
         *error = "hwloc: cannot read this host's topology";

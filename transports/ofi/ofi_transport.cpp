@@ -169,7 +169,9 @@ Stream &OfiTransport::Impl::stream(int peer, int channel) {
     auto s = std::make_unique<Stream>();
     s->peer = peer;
     s->channel = channel;
-    const size_t bytes = static_cast<size_t>(slots) * slot_bytes;
+    // aligned_alloc wants a multiple of the alignment; page-aligned buffers
+    // suit providers that register whole pages.
+    const size_t bytes = (static_cast<size_t>(slots) * slot_bytes + 4095) & ~size_t{4095};
     s->send_mem = static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
     s->recv_mem = static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
     if (s->send_mem == nullptr || s->recv_mem == nullptr) {
