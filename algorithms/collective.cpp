@@ -10,6 +10,11 @@ const char *collective_name(Collective c) {
     case Collective::Broadcast: return "broadcast";
     case Collective::Reduce: return "reduce";
     case Collective::Barrier: return "barrier";
+    case Collective::Gather: return "gather";
+    case Collective::Scatter: return "scatter";
+    case Collective::Alltoall: return "alltoall";
+    case Collective::Send: return "send";
+    case Collective::Recv: return "recv";
     }
     return "?";
 }

@@ -6,10 +6,24 @@
 
 namespace nnpccl {
 
-enum class Collective { Allreduce, ReduceScatter, Allgather, Broadcast, Reduce, Barrier };
+enum class Collective {
+    Allreduce,
+    ReduceScatter,
+    Allgather,
+    Broadcast,
+    Reduce,
+    Barrier,
+    Gather,
+    Scatter,
+    Alltoall,
+    Send,
+    Recv,
+};
 
-constexpr Collective kAllCollectives[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
-                                          Collective::Broadcast, Collective::Reduce, Collective::Barrier};
+constexpr Collective kAllCollectives[] = {
+    Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather, Collective::Broadcast,
+    Collective::Reduce,    Collective::Barrier,       Collective::Gather,    Collective::Scatter,
+    Collective::Alltoall,  Collective::Send,          Collective::Recv};
 
 const char *collective_name(Collective c);
 // The collective whose collective_name() is `name`; false when none is.
@@ -17,10 +31,27 @@ bool collective_from_name(std::string_view name, Collective *out);
 
 struct CollectiveArgs {
     Collective collective = Collective::Allreduce;
-    // Elements: allreduce/broadcast/reduce the buffer; reduce-scatter the
-    // per-rank block (recvcount); allgather the per-rank block (sendcount).
+    // Elements, as NCCL and MPI count them:
+    //   allreduce, broadcast, reduce   the whole buffer
+    //   reduce-scatter                 the per-rank block (recvcount)
+    //   allgather                      the per-rank block (sendcount)
+    //   gather                         the per-rank block: every rank sends count, the root receives p·count
+    //   scatter                        the per-rank block: the root sends p·count, every rank receives count
+    //   alltoall                       the per-pair block: every rank sends and receives p·count
+    //   send, recv                     the message
     size_t count = 0;
+    // The root of broadcast, reduce, gather and scatter; for send and recv
+    // the peer (the destination of a send, the source of a recv).
     int root = -1;
+    // In place by pointer equality, as DESIGN.md ("Public C API") has it
+    // for the other collectives; for gather and scatter only the root's
+    // pointers count (every other rank either reads or writes, never both):
+    //   gather     the root's send == recv + root·count
+    //   scatter    the root's recv == send + root·count
+    //   alltoall   send == recv. NCCL has no in-place alltoall, MPI_IN_PLACE
+    //              has: the builders stage the send buffer in scratch first
+    //              (one more pass over the send buffer, as much scratch)
+    //   send, recv never: each has one buffer
     bool in_place = false;
     int rank = 0;
     int nranks = 1;

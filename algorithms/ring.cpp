@@ -166,7 +166,12 @@ Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<in
         case Collective::Allgather: ring_allgather(ring, args.count, lo, hi, chunk, args.in_place, out); break;
         case Collective::Broadcast: ring_broadcast(ring, args.root, lo, hi, chunk, args.in_place, out); break;
         case Collective::Reduce: ring_reduce(ring, args.root, lo, hi, chunk, out); break;
-        case Collective::Barrier: break;
+        case Collective::Barrier:
+        case Collective::Gather:
+        case Collective::Scatter:
+        case Collective::Alltoall:
+        case Collective::Send:
+        case Collective::Recv: break; // not served: their channels stay empty
         }
     }
     return sched;

@@ -52,6 +52,15 @@ void store_float(nnpccl_datatype_t dt, std::vector<unsigned char> &out, size_t k
     }
 }
 
+// See tagged_pattern(): rank and index in one exact integer.
+int64_t tag_value(nnpccl_datatype_t dt, int rank, size_t i) {
+    const int64_t ii = static_cast<int64_t>(i % kPeriod);
+    static_assert(kPeriod <= 32768, "an index must fit below the rank's bits");
+    if (nnpccl::datatype_size(dt) >= 4) return static_cast<int64_t>(rank % 512) * 32768 + ii;
+    const int64_t v = (static_cast<int64_t>(rank % 241) * 37 + ii) % 241;
+    return is_unsigned(dt) ? v : v - 120;
+}
+
 bool is_float(nnpccl_datatype_t dt) {
     return dt == NNPCCL_FLOAT16 || dt == NNPCCL_BFLOAT16 || dt == NNPCCL_FLOAT32 || dt == NNPCCL_FLOAT64;
 }
@@ -109,6 +118,16 @@ Pattern input_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int rank) {
     return Pattern(dt, std::move(bytes));
 }
 
+Pattern tagged_pattern(nnpccl_datatype_t dt, int rank) {
+    std::vector<unsigned char> bytes(kPeriod * nnpccl::datatype_size(dt));
+    for (size_t i = 0; i < kPeriod; ++i) {
+        int64_t v = tag_value(dt, rank, i);
+        if (is_float(dt)) store_float(dt, bytes, i, static_cast<double>(v));
+        else store_integer(dt, bytes, i, static_cast<uint64_t>(v));
+    }
+    return Pattern(dt, std::move(bytes));
+}
+
 Pattern reduced_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int nranks) {
     std::vector<unsigned char> bytes(kPeriod * nnpccl::datatype_size(dt));
     for (size_t i = 0; i < kPeriod; ++i) {
@@ -153,21 +172,59 @@ namespace nnpccl_check {
 using nnpccl::Collective;
 
 bool CallShape::blockwise() const {
-    return collective == Collective::ReduceScatter || collective == Collective::Allgather;
+    switch (collective) {
+    case Collective::ReduceScatter:
+    case Collective::Allgather:
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::Alltoall: return true;
+    default: return false;
+    }
 }
 size_t CallShape::total() const { return blockwise() ? count * static_cast<size_t>(nranks) : count; }
-size_t CallShape::send_elems() const { return collective == Collective::Allgather ? count : total(); }
+size_t CallShape::send_elems() const {
+    switch (collective) {
+    case Collective::Allgather:
+    case Collective::Gather: return count;
+    case Collective::Recv: return 0;
+    default: return total();
+    }
+}
 
 namespace {
 nnpccl_redop_t pattern_op(const CallShape &s) {
     return (s.collective == Collective::Allgather || s.collective == Collective::Broadcast) ? NNPCCL_SUM : s.op;
+}
+// The collectives checked with tagged_pattern(): nothing is combined, so
+// every value can say where it came from.
+bool moves_only(Collective c) {
+    return c == Collective::Gather || c == Collective::Scatter || c == Collective::Alltoall || c == Collective::Send ||
+           c == Collective::Recv;
+}
+
+// tagged_pattern(dt, rank).count_wrong(buf, first, count), without making a
+// whole period of the pattern for a block shorter than one: the gathers
+// check p blocks per rank.
+size_t count_wrong_tagged(nnpccl_datatype_t dt, int rank, const void *buf, size_t first, size_t count) {
+    if (count >= kPeriod) return tagged_pattern(dt, rank).count_wrong(buf, first, count);
+    const size_t es = nnpccl::datatype_size(dt);
+    std::vector<unsigned char> expect(count * es);
+    for (size_t k = 0; k < count; ++k) {
+        const int64_t v = tag_value(dt, rank, first + k);
+        if (is_float(dt)) store_float(dt, expect, k, static_cast<double>(v));
+        else store_integer(dt, expect, k, static_cast<uint64_t>(v));
+    }
+    size_t wrong = 0;
+    for (size_t k = 0; k < count; ++k)
+        wrong += std::memcmp(static_cast<const unsigned char *>(buf) + k * es, expect.data() + k * es, es) != 0 ? 1 : 0;
+    return wrong;
 }
 } // namespace
 
 void lay_out(const CallShape &s, void *send_storage, void *recv_storage, const void **send, void **recv) {
     const size_t es = nnpccl::datatype_size(s.dt);
     const auto r = static_cast<size_t>(s.rank);
-    Pattern mine = input_pattern(s.dt, pattern_op(s), s.rank);
+    Pattern mine = moves_only(s.collective) ? tagged_pattern(s.dt, s.rank) : input_pattern(s.dt, pattern_op(s), s.rank);
     auto *rs = static_cast<unsigned char *>(recv_storage);
     // Allgather: rank r's block holds elements r*count.. of its pattern, so
     // the gathered buffer reads as each rank's pattern at its own offsets.
@@ -178,14 +235,17 @@ void lay_out(const CallShape &s, void *send_storage, void *recv_storage, const v
         *recv = recv_storage;
         return;
     }
-    // In place, by NCCL's pointer rules.
+    // In place, by NCCL's pointer rules (every rank alike, as nccl-tests
+    // does; only the root's pointers matter to a gather or scatter).
     switch (s.collective) {
     case Collective::ReduceScatter:
+    case Collective::Scatter:
         mine.fill(rs, 0, s.total());
         *send = rs;
         *recv = rs + r * s.count * es;
         break;
     case Collective::Allgather:
+    case Collective::Gather:
         mine.fill(rs + r * s.count * es, first, s.count);
         *send = rs + r * s.count * es;
         *recv = rs;
@@ -201,6 +261,13 @@ size_t count_wrong(const CallShape &s, const void *recv) {
     const size_t es = nnpccl::datatype_size(s.dt);
     const auto *out = static_cast<const unsigned char *>(recv);
     const auto r = static_cast<size_t>(s.rank);
+    // Block q of a gathered (or alltoall'd) buffer: rank q's elements from `first`.
+    auto wrong_blocks = [&](size_t first) {
+        size_t wrong = 0;
+        for (int q = 0; q < s.nranks; ++q)
+            wrong += count_wrong_tagged(s.dt, q, out + static_cast<size_t>(q) * s.count * es, first, s.count);
+        return wrong;
+    };
     switch (s.collective) {
     case Collective::Allreduce: return reduced_pattern(s.dt, s.op, s.nranks).count_wrong(out, 0, s.count);
     case Collective::ReduceScatter: return reduced_pattern(s.dt, s.op, s.nranks).count_wrong(out, r * s.count, s.count);
@@ -216,6 +283,11 @@ size_t count_wrong(const CallShape &s, const void *recv) {
     case Collective::Reduce:
         return s.rank == s.root ? reduced_pattern(s.dt, s.op, s.nranks).count_wrong(out, 0, s.count) : 0;
     case Collective::Barrier: break;
+    case Collective::Gather: return s.rank == s.root ? wrong_blocks(0) : 0;
+    case Collective::Scatter: return count_wrong_tagged(s.dt, s.root, out, r * s.count, s.count);
+    case Collective::Alltoall: return wrong_blocks(r * s.count);
+    case Collective::Send: break;
+    case Collective::Recv: return count_wrong_tagged(s.dt, s.root, out, 0, s.count);
     }
     return 0;
 }
@@ -224,8 +296,11 @@ size_t bytes_written(const CallShape &s) {
     const size_t es = nnpccl::datatype_size(s.dt);
     if (s.in_place) return s.total() * es;
     switch (s.collective) {
-    case Collective::ReduceScatter: return s.count * es;
-    case Collective::Reduce: return s.rank == s.root ? s.count * es : 0;
+    case Collective::ReduceScatter:
+    case Collective::Scatter: return s.count * es;
+    case Collective::Reduce:
+    case Collective::Gather: return s.rank == s.root ? s.total() * es : 0;
+    case Collective::Send: return 0;
     default: return s.total() * es;
     }
 }
@@ -238,6 +313,13 @@ nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, 
     case Collective::Broadcast: return nnpccl_broadcast(send, recv, s.count, s.dt, s.root, comm);
     case Collective::Reduce: return nnpccl_reduce(send, recv, s.count, s.dt, s.op, s.root, comm);
     case Collective::Barrier: return nnpccl_barrier(comm);
+    // Their schedules exist (algorithms/builders.hpp); the C API functions
+    // that run them come next, and this switch calls them once they do.
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::Alltoall:
+    case Collective::Send:
+    case Collective::Recv: return NNPCCL_ERR_INVALID_ARGUMENT;
     }
     return NNPCCL_ERR_INTERNAL;
 }

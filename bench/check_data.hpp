@@ -34,6 +34,16 @@ private:
 
 // What rank `rank` contributes.
 Pattern input_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int rank);
+// What rank `rank` contributes to a collective that only moves data
+// (gather, scatter, alltoall, send and recv): element i names the rank and
+// i, so a block from the wrong rank or the wrong offset is caught. In 4-
+// and 8-byte types rank·32768 + (i mod kPeriod), ranks taken mod 512 (exact
+// in float32); in 1- and 2-byte types (37·rank + i) mod 241, less 120 where
+// the type is signed (exact in bfloat16). So two ranks' elements at the
+// same i differ (among 512, or 241, ranks), and a block read from the wrong
+// offset differs unless the offsets are a multiple of kPeriod (or of 241,
+// in the narrow types) apart.
+Pattern tagged_pattern(nnpccl_datatype_t dt, int rank);
 // The reduction over ranks 0..nranks-1 of their inputs (avg divides by nranks).
 Pattern reduced_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int nranks);
 
@@ -49,13 +59,16 @@ struct CallShape {
     nnpccl::Collective collective = nnpccl::Collective::Allreduce;
     int rank = 0;
     int nranks = 1;
-    size_t count = 0; // the API's count: per-rank block for reduce_scatter/allgather
-    int root = 0;
+    // The API's count: the per-rank block for reduce_scatter, allgather,
+    // gather, scatter and alltoall, the message for send and recv, the
+    // whole buffer otherwise (see nnpccl::CollectiveArgs).
+    size_t count = 0;
+    int root = 0; // the peer, for send and recv
     nnpccl_datatype_t dt = NNPCCL_FLOAT32;
     nnpccl_redop_t op = NNPCCL_SUM;
     bool in_place = false;
 
-    bool blockwise() const;
+    bool blockwise() const;    // count is a per-rank block: total() is count·nranks
     size_t total() const;      // elements of the whole buffer
     size_t send_elems() const; // elements the send buffer needs (out of place)
 };
@@ -64,13 +77,15 @@ struct CallShape {
 // into recv_storage (total()), and returns the pointers to pass to the call.
 void lay_out(const CallShape &s, void *send_storage, void *recv_storage, const void **send, void **recv);
 
-// Elements of the output that differ from the exact result (0 off the root of a reduce).
+// Elements of the output that differ from the exact result (0 off the root
+// of a reduce or gather, and for a send).
 size_t count_wrong(const CallShape &s, const void *recv);
 
 // Bytes of recv_storage the call may write, from its start (for guard checks).
 size_t bytes_written(const CallShape &s);
 
-// Makes the call through the public C API (blocking).
+// Makes the call through the public C API (blocking). Gather, scatter,
+// alltoall, send and recv have no C API function yet: NNPCCL_ERR_INVALID_ARGUMENT.
 nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, void *recv);
 
 } // namespace nnpccl_check

@@ -1,13 +1,19 @@
 // Runs every rank's schedule of a collective together in one thread over the
 // in-process loop transport, with tiny chunks and few slots per stream, and
 // checks: no message exceeds a chunk, every rank finishes (a stuck pass is a
-// deadlock), no message is left over, and every output is bit-exact. Shared by the schedule tests.
+// deadlock), no message is left over, every output is bit-exact, and no
+// byte outside what the call may write changes (the send buffer never; the
+// receive storage past bytes_written()). Unwritten memory holds a value no
+// check pattern has, so a step that is missing shows. Shared by the
+// schedule tests.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -29,33 +35,69 @@ using InputWriter = std::function<void(int rank, void *send, size_t elems)>;
 
 struct SimResult {
     size_t wrong = 0; // elements that differ from the check patterns' result, over all ranks
-    std::vector<std::vector<unsigned char>> outputs; // each rank's receive buffer, shape.total() elements
+    std::vector<std::vector<unsigned char>> outputs; // each rank's output (output_elems() elements)
 };
 
-// Fails the test on a deadlock, an executor error or a message left over.
-inline SimResult run(CallShape shape, const Builder &build, size_t chunk_elems, int slots = 2,
-                     const InputWriter &write_input = nullptr) {
+// The elements of a rank's output, from its receive pointer: one block
+// for the collectives that hand each rank its own, the whole buffer else.
+inline size_t output_elems(const CallShape &s) {
+    const bool one_block =
+        s.collective == nnpccl::Collective::ReduceScatter || s.collective == nnpccl::Collective::Scatter;
+    return one_block ? s.count : s.total();
+}
+
+template <typename T> void fill_with(void *dst, size_t elems, T value) {
+    auto *out = static_cast<unsigned char *>(dst);
+    for (size_t i = 0; i < elems; ++i) std::memcpy(out + i * sizeof value, &value, sizeof value);
+}
+
+// Fills `elems` elements with a value that no check pattern produces: NaN,
+// or the least signed / greatest unsigned integer.
+inline void fill_unwritten(void *dst, size_t elems, nnpccl_datatype_t dt) {
+    switch (dt) {
+    case NNPCCL_INT8: fill_with(dst, elems, std::numeric_limits<int8_t>::min()); break;
+    case NNPCCL_INT32: fill_with(dst, elems, std::numeric_limits<int32_t>::min()); break;
+    case NNPCCL_INT64: fill_with(dst, elems, std::numeric_limits<int64_t>::min()); break;
+    // All ones: NaN in every float type, the top of every unsigned one.
+    default: std::memset(dst, 0xff, elems * nnpccl::datatype_size(dt)); break;
+    }
+}
+
+// Runs rank r's call `shapes[r]` (shapes[r].rank is set to r): ranks may
+// run different calls, as the two ends of a send and recv do. Fails the
+// test on a deadlock, an executor error, a message left over or a byte
+// written where the call may not write.
+inline SimResult run_ranks(std::vector<CallShape> shapes, const Builder &build, size_t chunk_elems, int slots = 2,
+                           const InputWriter &write_input = nullptr) {
     using namespace nnpccl;
-    const size_t es = datatype_size(shape.dt);
-    const int p = shape.nranks;
-    LoopFabric fabric(p, chunk_elems * es + kDescriptorBytes, slots);
+    const int p = static_cast<int>(shapes.size());
+    size_t largest_elem = 1;
+    for (const CallShape &s : shapes) largest_elem = std::max(largest_elem, datatype_size(s.dt));
+    LoopFabric fabric(p, chunk_elems * largest_elem + kDescriptorBytes, slots);
     std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
+    std::vector<std::vector<unsigned char>> send_before(static_cast<size_t>(p)), recv_before(static_cast<size_t>(p));
     std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
     std::vector<std::vector<unsigned char>> scratches(static_cast<size_t>(p));
     std::vector<std::unique_ptr<ScheduleRun>> runs;
-    std::vector<unsigned char> scratch(chunk_elems * es);
-    std::vector<CallShape> shapes;
+    std::vector<unsigned char> scratch(chunk_elems * largest_elem);
     std::vector<const void *> outputs;
     for (int r = 0; r < p; ++r) {
         auto ur = static_cast<size_t>(r);
+        CallShape &shape = shapes[ur];
         shape.rank = r;
-        shapes.push_back(shape);
-        send[ur].assign(shape.send_elems() * es + 1, 0);
-        recv[ur].assign(shape.total() * es + 1, 0);
+        shape.nranks = p;
+        const size_t es = datatype_size(shape.dt);
+        // One element more than the call owns, to catch a write just past it.
+        send[ur].resize((shape.send_elems() + 1) * es);
+        recv[ur].resize((shape.total() + 1) * es);
+        fill_unwritten(send[ur].data(), shape.send_elems() + 1, shape.dt);
+        fill_unwritten(recv[ur].data(), shape.total() + 1, shape.dt);
         const void *sp = nullptr;
         void *rp = nullptr;
         nnpccl_check::lay_out(shape, send[ur].data(), recv[ur].data(), &sp, &rp);
         if (write_input) write_input(r, const_cast<void *>(sp), shape.send_elems());
+        send_before[ur] = send[ur];
+        recv_before[ur] = recv[ur];
         outputs.push_back(rp);
         CollectiveArgs args;
         args.collective = shape.collective;
@@ -105,14 +147,24 @@ inline SimResult run(CallShape shape, const Builder &build, size_t chunk_elems, 
     SimResult result;
     for (int r = 0; r < p; ++r) {
         auto ur = static_cast<size_t>(r);
-        result.wrong += nnpccl_check::count_wrong(shapes[ur], outputs[ur]);
+        const CallShape &shape = shapes[ur];
+        result.wrong += nnpccl_check::count_wrong(shape, outputs[ur]);
+        if (send[ur] != send_before[ur]) FAIL("rank " << r << "'s send buffer changed");
+        const size_t owned = nnpccl_check::bytes_written(shape);
+        if (!std::equal(recv[ur].begin() + static_cast<std::ptrdiff_t>(owned), recv[ur].end(),
+                        recv_before[ur].begin() + static_cast<std::ptrdiff_t>(owned)))
+            FAIL("rank " << r << " wrote past the first " << owned << " bytes of its receive storage");
         const auto *out = static_cast<const unsigned char *>(outputs[ur]);
-        // In place, a reduce-scatter's output is one block inside the buffer.
-        const size_t out_elems =
-            shape.collective == nnpccl::Collective::ReduceScatter ? shape.count : shape.total();
-        result.outputs.emplace_back(out, out + out_elems * es);
+        result.outputs.emplace_back(out, out + output_elems(shape) * datatype_size(shape.dt));
     }
     return result;
+}
+
+// Every rank runs `shape` (its rank set to each in turn).
+inline SimResult run(const CallShape &shape, const Builder &build, size_t chunk_elems, int slots = 2,
+                     const InputWriter &write_input = nullptr) {
+    return run_ranks(std::vector<CallShape>(static_cast<size_t>(shape.nranks), shape), build, chunk_elems, slots,
+                     write_input);
 }
 
 // The number of wrong elements over all ranks.
