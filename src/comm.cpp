@@ -200,6 +200,18 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     case Collective::Allgather:
         in_place = call.send == static_cast<const char *>(call.recv) + static_cast<size_t>(rank) * call.count * elem;
         break;
+    // Only the root's buffers count (the others' recv, or send, may be NULL).
+    case Collective::Gather:
+        in_place = rank == call.root &&
+                   call.send == static_cast<const char *>(call.recv) + static_cast<size_t>(rank) * call.count * elem;
+        break;
+    case Collective::Scatter:
+        in_place = rank == call.root &&
+                   call.recv == static_cast<const char *>(call.send) + static_cast<size_t>(rank) * call.count * elem;
+        break;
+    case Collective::Alltoall: in_place = call.send == call.recv; break;
+    case Collective::Send:
+    case Collective::Recv:
     case Collective::Barrier: break;
     }
     const size_t chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
