@@ -29,12 +29,16 @@ Schedule build_halving_doubling(const CollectiveArgs &args);
 // collectives get a schedule without channels.
 Schedule build_double_binary_tree(const CollectiveArgs &args);
 
-// 2D torus allreduce on an x-by-y grid of ranks (rank r at (r % x, r / x)):
-// reduce-scatter along X, allreduce along Y, allgather along X. Needs
-// x·y == args.nranks; two channels, one per ring direction. See
-// torus2d.cpp. Any other collective, or a grid that does not fit, gets a
-// schedule without channels.
+// 2D torus allreduce on an x-by-y grid of ranks, grid[i + j*x] at (i, j)
+// (rank r at (r % x, r / x) without a grid): reduce-scatter along X,
+// allreduce along Y, allgather along X on two channels (one per ring
+// direction) and the same with Y and X swapped on two more, a quarter of
+// the data each. Needs x*y == args.nranks and a grid holding every rank
+// once. See torus2d.cpp. Any other collective, or a grid that does not fit,
+// gets a schedule without channels.
+constexpr size_t kTorus2dChannels = 4;
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y);
+Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid);
 
 // Dissemination barrier: ceil(log2 p) rounds of zero-byte messages.
 Schedule build_dissemination_barrier(const CollectiveArgs &args, const std::vector<int> &ring);

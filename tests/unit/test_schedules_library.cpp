@@ -63,6 +63,13 @@ Builder torus(int x, int y) {
     return [x, y](const CollectiveArgs &args) { return build_torus2d(args, x, y); };
 }
 
+// The grid a placement on part of a torus can give: ranks in no particular order.
+Builder scrambled_torus(int x, int y) {
+    std::vector<int> grid(static_cast<size_t>(x * y));
+    for (size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<int>((i * 5 + 3) % grid.size());
+    return [x, y, grid](const CollectiveArgs &args) { return build_torus2d(args, x, y, grid); };
+}
+
 // Floats whose sums round differently in different orders: the same
 // spread of magnitudes and signs on every rank, different values.
 void write_awkward_floats(int rank, void *send, size_t elems) {
@@ -120,6 +127,13 @@ TEST_CASE("2D torus allreduce is bit-exact and deadlock-free on square, flat and
     const int grids[][2] = {{2, 2}, {4, 2}, {2, 4}, {3, 3}, {1, 1}, {1, 3}, {3, 1}, {5, 1}, {1, 7}};
     for (const auto &g : grids)
         check_grid("torus2d", torus(g[0], g[1]), {Collective::Allreduce}, {g[0] * g[1]}, root_zero);
+}
+
+TEST_CASE("2D torus allreduce is bit-exact on a grid that is not in rank order", "[schedules][library]") {
+    // 5 is coprime with 4, 6 and 8: (5i + 3) mod p is a permutation.
+    for (const auto &g : {std::pair<int, int>{2, 2}, {3, 2}, {4, 2}})
+        check_grid("torus2d scrambled", scrambled_torus(g.first, g.second), {Collective::Allreduce},
+                   {g.first * g.second}, root_zero);
 }
 
 // Transports keep at least two slots per stream (NNPCCL_SHM_SLOTS >= 2),
@@ -251,7 +265,9 @@ TEST_CASE("the library's builders give no schedule for what they do not serve", 
     CHECK(build_torus2d(args, 2, 2).channels.empty());
     args.collective = Collective::Allreduce;
     CHECK(build_torus2d(args, 3, 2).channels.empty());
-    CHECK(build_torus2d(args, 2, 2).channels.size() == 2);
+    CHECK(build_torus2d(args, 2, 2, {0, 1, 2, 2}).channels.empty()); // rank 3 missing
+    CHECK(build_torus2d(args, 2, 2, {0, 1, 2}).channels.empty());
+    CHECK(build_torus2d(args, 2, 2).channels.size() == kTorus2dChannels);
 }
 
 TEST_CASE("2D torus sends 2(x+y-2) messages per channel when a slice fits the rows", "[schedules][library]") {
@@ -259,13 +275,43 @@ TEST_CASE("2D torus sends 2(x+y-2) messages per channel when a slice fits the ro
         const int x = g.first, y = g.second;
         CollectiveArgs args;
         args.nranks = x * y;
-        args.count = static_cast<size_t>(8 * x * y); // every piece non-empty
+        args.count = static_cast<size_t>(16 * x * y); // every piece of every channel non-empty
         args.chunk_elems = 1 << 20;
         for (int r = 0; r < args.nranks; ++r) {
             args.rank = r;
             INFO(x << "x" << y << " rank=" << r);
-            CHECK(sends_of(build_torus2d(args, x, y)) == static_cast<size_t>(2 * 2 * (x + y - 2)));
+            const Schedule s = build_torus2d(args, x, y);
+            REQUIRE(s.channels.size() == kTorus2dChannels);
+            for (const auto &channel : s.channels) {
+                size_t sends = 0;
+                for (const Step &step : channel) sends += step.has(kSend) ? 1 : 0;
+                CHECK(sends == static_cast<size_t>(2 * (x + y - 2)));
+            }
         }
+    }
+}
+
+// Channels 0 and 1 go X first (their first messages travel along a row),
+// 2 and 3 Y first (along a column); 0 and 2 forward, 1 and 3 backward: so
+// each of a rank's four neighbours gets the first message of one channel.
+TEST_CASE("2D torus channels start on all four ports", "[schedules][library]") {
+    const int x = 4, y = 3;
+    CollectiveArgs args;
+    args.nranks = x * y;
+    args.count = 1000;
+    args.chunk_elems = 64;
+    for (int r = 0; r < args.nranks; ++r) {
+        args.rank = r;
+        const int i = r % x, j = r / x;
+        const int right = (i + 1) % x + j * x, left = (i + x - 1) % x + j * x;
+        const int down = i + (j + 1) % y * x, up = i + (j + y - 1) % y * x;
+        const Schedule s = build_torus2d(args, x, y);
+        REQUIRE(s.channels.size() == 4);
+        INFO("rank " << r);
+        CHECK(s.channels[0].front().send_peer == right);
+        CHECK(s.channels[1].front().send_peer == left);
+        CHECK(s.channels[2].front().send_peer == down);
+        CHECK(s.channels[3].front().send_peer == up);
     }
 }
 
