@@ -20,4 +20,14 @@ void reduce(void *dst, const void *a, const void *b, size_t count, nnpccl_dataty
 // left to fuse it into); a plain copy when divisor <= 1. dst may equal src.
 void divide(void *dst, const void *src, size_t count, nnpccl_datatype_t dt, uint32_t divisor);
 
+// How fast this host reduces, for the planner's γ: µs per byte of output
+// of a sum, by element size 1, 2, 4 and 8 bytes (index 0..3), the slowest
+// datatype of each size (float16 and bfloat16 convert), each the best of a
+// few runs over 64 KiB. Measured on first use, once per process (a few
+// milliseconds); thread-safe.
+struct HostReduceSpeed {
+    double us_per_byte[4] = {0, 0, 0, 0};
+};
+const HostReduceSpeed &host_reduce_speed();
+
 } // namespace nnpccl
