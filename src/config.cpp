@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "algo_override.hpp"
+
 namespace nnpccl {
 
 std::optional<size_t> parse_size(const std::string &text) {
@@ -67,6 +69,13 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
         s.emulate_scale = std::strtod(scale.c_str(), &end);
         if (*end != '\0' || !(s.emulate_scale >= 1e-3 && s.emulate_scale <= 1e6))
             return invalid_argument("NNPCCL_EMULATE_SCALE=%s is not a number from 0.001 to 1e6", scale.c_str());
+    }
+    std::string algo = env_string("NNPCCL_ALGO");
+    if (!algo.empty()) {
+        auto rules = std::make_shared<AlgoOverride>();
+        std::string error;
+        if (!rules->parse(algo, &error)) return invalid_argument("%s", error.c_str()); // names the token and where
+        s.algo_override = std::move(rules);
     }
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {

@@ -3,7 +3,9 @@
 // nnpccl reads is listed here (the README's table mirrors it).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -11,6 +13,8 @@
 #include "status.hpp"
 
 namespace nnpccl {
+
+class AlgoOverride; // algorithms/algo_override.hpp
 
 enum class TransportMode { Auto, Shm, Ofi };
 
@@ -26,9 +30,13 @@ struct Settings {
     double emulate_scale = 1.0;       // NNPCCL_EMULATE_SCALE: emulated time runs this many times slower
     std::string pin;                  // NNPCCL_PIN: auto (default), off, or a CPU list
     bool blocking = true;             // config->blocking only: false = init builds the communicator in the background
+    std::shared_ptr<const AlgoOverride> algo_override; // NNPCCL_ALGO: forced algorithms by collective and size; null when unset
     // Filled in at init from the host, not from the environment:
     int numa_node = -1;               // the rank's NUMA node, for its shm queues (-1: leave to the kernel)
     std::string nic_hint;             // the NIC nearest the rank, for ofi when NNPCCL_SOCKET_IFNAME is unset
+    // The planner's γ: µs per byte a host sum takes, by element size 1, 2,
+    // 4, 8 (reduce.hpp); rank 0's measurement, so every rank plans alike.
+    std::array<double, 4> reduce_us_per_byte{};
 };
 
 // Parses "4096", "512K", "4M", "1G" (powers of 1024). Returns nullopt on
