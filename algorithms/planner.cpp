@@ -1,23 +1,74 @@
-// The planner: which algorithm serves a call. Direct for allreduces of up
-// to kDirectMaxBytes (latency bound: one message time instead of 2(p-1)),
-// ring for everything else that moves data, dissemination for the barrier.
-// The cost-model selector replaces this rule.
 #include "planner.hpp"
 
 namespace nnpccl {
 
 namespace {
-// Measured on 2 ranks: direct wins over the ring up to a few KiB over tcp,
-// and is no slower over shared memory.
-constexpr size_t kDirectMaxBytes = 4096;
+
+std::string describe_call(const CollectiveArgs &args, const Topology &topology) {
+    return std::string(collective_name(args.collective)) + " of " + std::to_string(call_bytes(args)) +
+           " bytes on " + std::to_string(args.nranks) + " ranks of '" + topology.name() + "'";
+}
+
 } // namespace
 
-std::shared_ptr<const Schedule> plan_schedule(const CollectiveArgs &args, const Topology &topology) {
-    if (args.collective == Collective::Allreduce && args.nranks > 1 && args.count * args.elem_size <= kDirectMaxBytes)
-        return std::make_shared<const Schedule>(build_direct_allreduce(args));
-    if (args.collective == Collective::Barrier)
-        return std::make_shared<const Schedule>(build_dissemination_barrier(args, topology.rings().front()));
-    return std::make_shared<const Schedule>(build_ring(args, topology.rings()));
+std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &topology, const CostInputs &costs) {
+    std::vector<Prediction> all;
+    const double bytes = static_cast<double>(call_bytes(args));
+    for (const AlgorithmInfo &a : algorithm_registry()) {
+        if (!a.serves_collective(args.collective)) continue;
+        Prediction p;
+        p.algorithm = &a;
+        p.applies = a.applies(args, topology, &p.why_not);
+        if (p.applies) {
+            p.time_us = a.predict_us(args, topology, costs);
+            // GB/s = 1e3 bytes per µs.
+            p.busbw_gbps = p.time_us > 0 ? bytes / (p.time_us * 1e3) * bus_bandwidth_factor(args.collective, args.nranks)
+                                         : 0;
+        }
+        all.push_back(std::move(p));
+    }
+    return all;
+}
+
+const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology &topology,
+                                      const PlanOptions &options, std::string *error,
+                                      std::vector<Prediction> *considered) {
+    if (considered != nullptr) considered->clear();
+    if (const std::string *forced = options.algo_override.pick(args.collective, call_bytes(args))) {
+        const AlgorithmInfo *a = find_algorithm(*forced);
+        std::string why_not;
+        if (a == nullptr || !a->serves_collective(args.collective)) { // the parser lets neither through
+            *error = "NNPCCL_ALGO forces '" + *forced + "', which does not serve " + collective_name(args.collective);
+            return nullptr;
+        }
+        if (!a->applies(args, topology, &why_not)) {
+            *error = "NNPCCL_ALGO forces " + *forced + " for this " + describe_call(args, topology) +
+                     ", but it does not apply: " + why_not;
+            return nullptr;
+        }
+        return a;
+    }
+    std::vector<Prediction> local;
+    std::vector<Prediction> &predictions = considered != nullptr ? *considered : local;
+    predictions = predict_all(args, topology, options.costs);
+    const Prediction *best = nullptr;
+    for (const Prediction &p : predictions)
+        if (p.applies && (best == nullptr || p.time_us < best->time_us)) best = &p;
+    if (best == nullptr) {
+        *error = "no algorithm applies to this " + describe_call(args, topology);
+        for (const Prediction &p : predictions) *error += std::string("; ") + p.algorithm->name + ": " + p.why_not;
+        return nullptr;
+    }
+    return best->algorithm;
+}
+
+bool plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
+                   std::shared_ptr<const Schedule> *schedule, std::string *error,
+                   std::vector<Prediction> *considered) {
+    const AlgorithmInfo *a = choose_algorithm(args, topology, options, error, considered);
+    if (a == nullptr) return false;
+    *schedule = std::make_shared<const Schedule>(a->build(args, topology));
+    return true;
 }
 
 } // namespace nnpccl

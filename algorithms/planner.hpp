@@ -1,13 +1,53 @@
-// The planner: which algorithm serves a call on a topology, and its schedule.
+// The planner: which algorithm serves a call on a topology, and its
+// schedule. NNPCCL_ALGO may force one (algo_override.hpp); otherwise every
+// registered algorithm that serves and applies to the call is predicted
+// (cost_model.hpp) and the fastest wins, ties going to the one the
+// registry lists first.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "builders.hpp"
+#include "algo_override.hpp"
+#include "cost_model.hpp"
+#include "registry.hpp"
 
 namespace nnpccl {
 
-// The schedule this rank runs for `args` on `topology`.
-std::shared_ptr<const Schedule> plan_schedule(const CollectiveArgs &args, const Topology &topology);
+struct PlanOptions {
+    AlgoOverride algo_override; // may be empty
+    CostInputs costs;
+};
+
+// One algorithm's prediction for a call.
+struct Prediction {
+    const AlgorithmInfo *algorithm = nullptr;
+    bool applies = false;
+    std::string why_not; // when it does not apply
+    double time_us = 0;   // when it does
+    double busbw_gbps = 0;
+};
+
+// Every algorithm serving args.collective, in registry order: whether it
+// applies, and if so its predicted time and bus bandwidth. Same numbers on
+// every rank (the rank does not enter, p2p aside).
+std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &topology, const CostInputs &costs);
+
+// The algorithm a call gets: the override's for this collective and size
+// (call_bytes()) when there is one, else the fastest applicable one. On
+// failure (a forced algorithm does not apply, or nothing does) returns
+// nullptr and sets *error to a message naming the algorithm and why.
+// `considered`, when given, receives predict_all()'s list (empty when
+// forced).
+const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology &topology,
+                                      const PlanOptions &options, std::string *error,
+                                      std::vector<Prediction> *considered = nullptr);
+
+// The schedule this rank runs for `args` on `topology`: choose_algorithm()
+// then its builder. Returns false, with *error set, where choosing fails.
+bool plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
+                   std::shared_ptr<const Schedule> *schedule, std::string *error,
+                   std::vector<Prediction> *considered = nullptr);
 
 } // namespace nnpccl

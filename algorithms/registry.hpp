@@ -1,12 +1,17 @@
 // The algorithm registry: every schedule nnpccl can run, by name, with the
-// collectives it serves and the conditions under which it applies. The
-// selector, the NNPCCL_ALGO parser and `ccl-bench --list-algos` read it.
+// collectives it serves, when it applies, how to build it and what it
+// costs. It is the one table the planner (planner.hpp), the NNPCCL_ALGO
+// parser (algo_override.hpp) and `ccl-bench --list-algos` read.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "collective.hpp"
+#include "cost_model.hpp"
+#include "schedule.hpp"
+#include "topology.hpp"
 
 namespace nnpccl {
 
@@ -15,6 +20,16 @@ struct AlgorithmInfo {
     const char *summary;     // one line for --list-algos
     const char *constraints; // when it applies, in words ("" = always)
     std::vector<Collective> serves;
+
+    // This rank's schedule for a call the algorithm serves and applies to.
+    Schedule (*build)(const CollectiveArgs &args, const Topology &topology);
+    // Whether it can run the call on the topology; when not, *why_not (if
+    // not null) says why, as a phrase ("needs a torus topology ...").
+    bool (*applies)(const CollectiveArgs &args, const Topology &topology, std::string *why_not);
+    // Its predicted time in µs (cost_model.hpp) for a call it applies to.
+    double (*predict_us)(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+    // The most channels its schedules use on the topology.
+    int (*channels)(const Topology &topology);
 
     bool serves_collective(Collective c) const;
 };
@@ -26,5 +41,9 @@ const AlgorithmInfo *find_algorithm(std::string_view name);
 
 // "ring, direct, ..." for error messages: the algorithms serving `c`.
 std::string algorithm_names_for(Collective c);
+
+// The most channels any algorithm's schedule uses on `topology`: how many
+// streams per peer and direction the transports must open.
+int max_schedule_channels(const Topology &topology);
 
 } // namespace nnpccl

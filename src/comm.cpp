@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "affinity.hpp"
 #include "dtype.hpp"
 #include "log.hpp"
 #include "planner.hpp"
+#include "reduce.hpp"
 #include "emulated/emulated_transport.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "shm/shm_transport.hpp"
@@ -46,6 +48,39 @@ Status emulate_links(nnpccl_comm &comm) {
     LOG_INFO("emulating the links of %s, %zu links, time scaled by %g", comm.topology.name().c_str(),
              model.links.size(), model.scale);
     return Status::ok();
+}
+
+// The planner's γ, the same on every rank: rank 0 measures how fast this
+// host reduces (a few ms, once per process) and the others take its
+// figures, since ranks that measured apart could choose apart near a
+// crossover and then run different schedules.
+Status agree_on_reduce_speed(Bootstrap &bootstrap, int rank, const Deadline &deadline,
+                             std::array<double, 4> *us_per_byte) {
+    std::string mine;
+    if (rank == 0)
+        for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v); // hex floats: exact
+    std::vector<std::string> all;
+    NNPCCL_TRY(bootstrap.allgather(mine, deadline, &all));
+    const char *text = all[0].c_str();
+    for (double &v : *us_per_byte) {
+        char *end = nullptr;
+        v = std::strtod(text, &end);
+        if (end == text || !(v >= 0)) return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
+        text = end;
+    }
+    return Status::ok();
+}
+
+// INFO: which algorithm a call got and what the others would have taken.
+void log_plan(const CollectiveArgs &args, const Schedule &chosen, const std::vector<Prediction> &considered) {
+    std::string candidates;
+    for (const Prediction &p : considered) {
+        candidates += candidates.empty() ? "" : ", ";
+        candidates += p.applies ? format("%s %.1f us", p.algorithm->name, p.time_us)
+                                : format("%s n/a (%s)", p.algorithm->name, p.why_not.c_str());
+    }
+    LOG_INFO("%s of %zu bytes: %s%s%s", collective_name(args.collective), call_bytes(args), chosen.algorithm.c_str(),
+             considered.empty() ? " (forced by NNPCCL_ALGO)" : "; predicted: ", candidates.c_str());
 }
 
 } // namespace
@@ -118,8 +153,10 @@ Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
     std::string topo_error;
     if (!load_topology(comm->settings.topology, nranks, &comm->topology, &topo_error))
         return invalid_argument("NNPCCL_TOPO=%s: %s", comm->settings.topology.c_str(), topo_error.c_str());
+    NNPCCL_TRY(agree_on_reduce_speed(*comm->bootstrap, rank, deadline, &comm->settings.reduce_us_per_byte));
     comm->route.assign(static_cast<size_t>(nranks), nullptr);
-    const int channels = static_cast<int>(comm->topology.rings().size());
+    // Streams per peer: as many as the algorithm with the most channels needs.
+    const int channels = max_schedule_channels(comm->topology);
     // Both set-ups are collective: every rank takes part when any rank needs one.
     Transport *shm_transport = nullptr;
     Transport *ofi_transport = nullptr;
@@ -227,7 +264,20 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         args.nranks = nranks;
         args.chunk_elems = chunk_elems;
         args.elem_size = elem;
-        schedule = plan_schedule(args, topology);
+        PlanOptions options;
+        if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
+        std::copy(settings.reduce_us_per_byte.begin(), settings.reduce_us_per_byte.end(),
+                  options.costs.host_reduce_us_per_byte);
+        // Rank 0 logs each collective's choice once per power-of-two size.
+        const size_t bytes = call_bytes(args);
+        const int size_class = bytes == 0 ? -1 : 63 - __builtin_clzll(static_cast<unsigned long long>(bytes));
+        const bool log = rank == 0 && log_level() >= LogLevel::Info &&
+                         logged_plans.insert({static_cast<int>(call.collective), size_class}).second;
+        std::vector<Prediction> considered;
+        std::string error;
+        if (!plan_schedule(args, topology, options, &schedule, &error, log ? &considered : nullptr))
+            return invalid_usage("%s", error.c_str());
+        if (log) log_plan(args, *schedule, considered);
         schedule_cache.insert(key, schedule);
     }
     auto op = std::make_shared<Operation>();

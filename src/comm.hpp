@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -49,6 +50,8 @@ struct nnpccl_comm {
     uint64_t next_sequence = 0;
 
     nnpccl::ScheduleCache schedule_cache;
+    // (collective, log2 of the call's bytes) whose choice of algorithm INFO has logged.
+    std::set<std::pair<int, int>> logged_plans;
 
     std::mutex error_mutex;
     std::string last_error;

@@ -1,0 +1,477 @@
+// The cost model (cost_model.hpp). Notation as in the builders' headers:
+// p ranks, S the call's bytes (call_bytes), C bytes per chunk, α a message's
+// latency (its route's), β per byte (1 / its route's bandwidth), γ per byte
+// reduced. Three pieces are shared by every algorithm:
+//
+//   concurrent()      transfers that run at once: the time of the busiest
+//                     link (bytes of every route crossing it), the busiest
+//                     chip port in or out (bytes over its injection
+//                     bandwidth) and the slowest route, and the longest
+//                     route's latency
+//   with_reduction()  γ added to (host) or overlapped with (NNP-T) transfers
+//   simulate_ports()  a symmetric schedule's channels on one rank's ports,
+//                     message by message (the 2D torus, whose channels
+//                     share ports phase by phase)
+#include "cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <vector>
+
+#include "builders.hpp"
+#include "patterns.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kBytesPerUsPerGbps = 1e3;
+// NNP-T: HBM2 at about 1.2 TB/s, and a reduction reads two operands and
+// writes one (DESIGN.md: reduction speed is not the device's bottleneck).
+constexpr double kDeviceReduceUsPerByte = 3.0 / 1.2e6;
+// Up to this many ranks every transfer's route is traced (one Dijkstra per
+// source); beyond it, the sources of a stride through the ranks stand for
+// all, their link loads scaled by the stride.
+constexpr int kTracedSources = 128;
+// The 2D torus simulation runs this many slices per channel and
+// extrapolates the rest from the last few (full slices repeat).
+constexpr size_t kSimulatedSlices = 8;
+
+double us_for(double bytes, double gbps) {
+    if (bytes <= 0) return 0;
+    return gbps > 0 ? bytes / (gbps * kBytesPerUsPerGbps) : kInfinity;
+}
+
+// Messages of at most `chunk` bytes that `bytes` takes (0 for nothing).
+double messages(double bytes, double chunk) { return bytes <= 0 ? 0 : std::ceil(bytes / std::max(1.0, chunk)); }
+
+double chunk_bytes(const CollectiveArgs &args) {
+    return static_cast<double>(std::max<size_t>(1, args.chunk_elems) * args.elem_size);
+}
+
+// γ as it applies to the topology's chips; see cost_model.hpp.
+double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_size, double transfer_us,
+                      double reduced_bytes) {
+    if (t.machine().shape() == Shape::Flat)
+        return transfer_us + reduced_bytes * inputs.host_reduce_us(elem_size);
+    return std::max(transfer_us, reduced_bytes * kDeviceReduceUsPerByte);
+}
+
+// Routes between ranks, traced per source on first use.
+class RouteTable {
+public:
+    explicit RouteTable(const Topology &t) : t_(t), from_(static_cast<size_t>(t.nranks())) {}
+    const Route &route(int from, int to) {
+        std::vector<Route> &row = from_[static_cast<size_t>(from)];
+        if (row.empty()) row = t_.machine().routes_from(t_.chip_of(from));
+        return row[static_cast<size_t>(t_.chip_of(to))];
+    }
+
+private:
+    const Topology &t_;
+    std::vector<std::vector<Route>> from_;
+};
+
+struct Flow {
+    int from;
+    int to;
+    double bytes;
+};
+
+struct FlowCost {
+    double transfer_us = 0; // until the last byte is through
+    double latency_us = 0;  // the longest route's
+};
+
+// Transfers that run at once; see the file comment.
+FlowCost concurrent(const Topology &t, RouteTable &routes, const std::vector<Flow> &flows) {
+    FlowCost cost;
+    const int p = t.nranks();
+    const int stride = p > kTracedSources ? (p + kTracedSources - 1) / kTracedSources : 1;
+    std::vector<double> out(static_cast<size_t>(p), 0), in(static_cast<size_t>(p), 0);
+    std::vector<double> load(t.machine().links().size(), 0);
+    for (const Flow &f : flows) {
+        if (f.from == f.to) continue;
+        out[static_cast<size_t>(f.from)] += f.bytes;
+        in[static_cast<size_t>(f.to)] += f.bytes;
+        if (f.from % stride != 0) continue;
+        const Route &r = routes.route(f.from, f.to);
+        if (!r.reachable) return {kInfinity, kInfinity};
+        for (int link : r.links) load[static_cast<size_t>(link)] += f.bytes * stride;
+        cost.transfer_us = std::max(cost.transfer_us, us_for(f.bytes, r.gbps));
+        cost.latency_us = std::max(cost.latency_us, r.latency_us);
+    }
+    for (int r = 0; r < p; ++r)
+        cost.transfer_us = std::max({cost.transfer_us, us_for(out[static_cast<size_t>(r)], t.injection_gbps(r)),
+                                     us_for(in[static_cast<size_t>(r)], t.injection_gbps(r))});
+    const std::vector<Link> &links = t.machine().links();
+    for (size_t l = 0; l < links.size(); ++l) cost.transfer_us = std::max(cost.transfer_us, us_for(load[l], links[l].gbps));
+    return cost;
+}
+
+// One message of a symmetric schedule: the port it leaves by and its size.
+struct PortMessage {
+    int port;
+    double bytes;
+};
+
+// Channels that each send a chain of messages, each message on one of a
+// rank's ports (one message at a time per port, first come first served).
+// A message starts once its channel's previous message has arrived (the
+// ring step sending it waited for the one before) and its port is free,
+// and arrives its port's latency after its last byte left. Every rank of a
+// symmetric schedule does the same at the same moments, so one rank's ports
+// stand for all. Returns when the last message arrives (µs).
+double simulate_ports(const std::vector<std::vector<PortMessage>> &channels, const std::vector<double> &port_gbps,
+                      const std::vector<double> &port_latency_us) {
+    using Ready = std::pair<double, size_t>; // when the channel's next message may start; the channel
+    std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready;
+    std::vector<size_t> next(channels.size(), 0);
+    std::vector<double> port_free(port_gbps.size(), 0);
+    for (size_t c = 0; c < channels.size(); ++c)
+        if (!channels[c].empty()) ready.push({0.0, c});
+    double end = 0;
+    while (!ready.empty()) {
+        const auto [at, c] = ready.top();
+        ready.pop();
+        const PortMessage &m = channels[c][next[c]++];
+        const auto port = static_cast<size_t>(m.port);
+        const double sent = std::max(at, port_free[port]) + us_for(m.bytes, port_gbps[port]);
+        port_free[port] = sent;
+        const double arrived = sent + port_latency_us[port];
+        end = std::max(end, arrived);
+        if (next[c] < channels[c].size()) ready.push({arrived, c});
+    }
+    return end;
+}
+
+size_t smallest_divisor_at_least(int n, double least) {
+    auto d = static_cast<size_t>(std::max(1.0, least));
+    while (static_cast<size_t>(n) % d != 0) ++d;
+    return d;
+}
+
+} // namespace
+
+double CostInputs::host_reduce_us(size_t elem_size) const {
+    switch (elem_size) {
+    case 1: return host_reduce_us_per_byte[0];
+    case 2: return host_reduce_us_per_byte[1];
+    case 8: return host_reduce_us_per_byte[3];
+    default: return host_reduce_us_per_byte[2];
+    }
+}
+
+size_t call_bytes(const CollectiveArgs &args) {
+    const size_t bytes = args.count * args.elem_size;
+    switch (args.collective) {
+    case Collective::ReduceScatter:
+    case Collective::Allgather:
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::Alltoall: return bytes * static_cast<size_t>(std::max(1, args.nranks));
+    default: return bytes;
+    }
+}
+
+double bus_bandwidth_factor(Collective c, int nranks) {
+    const double p = std::max(1, nranks);
+    switch (c) {
+    case Collective::Allreduce: return 2 * (p - 1) / p;
+    case Collective::ReduceScatter:
+    case Collective::Allgather:
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::Alltoall: return (p - 1) / p;
+    default: return 1;
+    }
+}
+
+double lower_bound_us(const CollectiveArgs &args, const Topology &topology) {
+    if (args.nranks <= 1) return 0;
+    return us_for(static_cast<double>(call_bytes(args)) * bus_bandwidth_factor(args.collective, args.nranks),
+                  topology.min_injection_gbps());
+}
+
+// Ring (ring.cpp), k = the topology's rings, each a channel with S/k:
+//   allreduce       2(p-1)·s messages, s = ceil(S/k / (p·C)) slices; 2(p-1)/p·S/k bytes per hop
+//   reduce-scatter, allgather  (p-1)·ceil(S/(k·p) / C) messages; (p-1)/p·S/k bytes per hop
+//   broadcast, reduce  a chain from (into) the root: (p-2+c)·(α + S/(k·c)·β), c = ceil(S/k / C)
+// A channel takes its messages' α plus its bytes over the ring's slowest
+// hop; rings that share links (routed hops, or `flat`'s one memory system)
+// share them (concurrent()).
+double predict_ring_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const std::vector<RingEmbedding> &rings = t.ring_embeddings();
+    const double share = total / static_cast<double>(rings.size());
+    RouteTable routes(t);
+    std::vector<Flow> flows;
+    double slowest_channel = 0;
+    for (const RingEmbedding &ring : rings) {
+        const double alpha = ring.hop_latency_us, gbps = ring.bottleneck_gbps;
+        double channel_us = 0, hop_bytes = 0;
+        int root_position = 0;
+        switch (args.collective) {
+        case Collective::Allreduce:
+            hop_bytes = 2.0 * (p - 1) / p * share;
+            channel_us = 2.0 * (p - 1) * messages(share, p * chunk) * alpha + us_for(hop_bytes, gbps);
+            break;
+        case Collective::ReduceScatter:
+        case Collective::Allgather:
+            hop_bytes = (p - 1.0) / p * share;
+            channel_us = (p - 1.0) * messages(share / p, chunk) * alpha + us_for(hop_bytes, gbps);
+            break;
+        default: { // broadcast, reduce: a pipelined chain
+            const double pieces = messages(share, chunk);
+            hop_bytes = share;
+            channel_us = (p - 2 + pieces) * (alpha + us_for(share / pieces, gbps));
+            root_position = static_cast<int>(std::find(ring.ranks.begin(), ring.ranks.end(), args.root) -
+                                             ring.ranks.begin());
+            break;
+        }
+        }
+        slowest_channel = std::max(slowest_channel, channel_us);
+        const bool chain = args.collective == Collective::Broadcast || args.collective == Collective::Reduce;
+        for (int i = 0; i < p; ++i) {
+            // A chain has no hop back into its start (broadcast: the root; reduce: the one after it).
+            if (chain && (i + 1) % p == (args.collective == Collective::Broadcast ? root_position : (root_position + 1) % p))
+                continue;
+            flows.push_back({ring.ranks[static_cast<size_t>(i)], ring.ranks[static_cast<size_t>((i + 1) % p)], hop_bytes});
+        }
+    }
+    const double transfer = std::max(slowest_channel, concurrent(t, routes, flows).transfer_us);
+    double reduced = 0;
+    if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
+        reduced = (p - 1.0) / p * total;
+    if (args.collective == Collective::Reduce) reduced = total;
+    return with_reduction(t, inputs, args.elem_size, transfer, reduced);
+}
+
+// Direct (direct.cpp, linear.cpp, alltoall.cpp): per chunk every transfer
+// starts at once and the next chunk waits for them, so c = ceil(m / C)
+// rounds of α plus every byte through the most loaded link or port:
+//   allreduce   c·α + (p-1)·Sβ (everyone's buffer to everyone) + (p-1)·Sγ
+//   gather      c·α + (p-1)·mβ into the root, m = S/p per rank
+//   scatter     the same out of the root
+//   alltoall    c·α + (p-1)·mβ out of and into every rank, m = S/p per pair
+double predict_direct_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const double per_pair = args.collective == Collective::Allreduce ? total : total / p;
+    std::vector<Flow> flows;
+    for (int a = 0; a < p; ++a)
+        for (int b = 0; b < p; ++b) {
+            if (a == b) continue;
+            const bool wanted = args.collective == Collective::Gather    ? b == args.root
+                                : args.collective == Collective::Scatter ? a == args.root
+                                                                         : true;
+            if (wanted) flows.push_back({a, b, per_pair});
+        }
+    RouteTable routes(t);
+    const FlowCost cost = concurrent(t, routes, flows);
+    const double transfer = messages(per_pair, chunk) * cost.latency_us + cost.transfer_us;
+    const double reduced = args.collective == Collective::Allreduce ? (p - 1.0) * total : 0;
+    return with_reduction(t, inputs, args.elem_size, transfer, reduced);
+}
+
+// Halving-doubling (halving_doubling.cpp): p2 = 2^floor(log2 p) active
+// ranks, log2 p2 rounds per phase; in halving round j (partners differ in
+// bit p2/2^(j+1)) every active rank swaps S/2^(j+1) with its partner, at
+// ceil(that / C)·α plus the swap's bytes through the links their routes
+// share; doubling runs the rounds backwards. The r = p - p2 extra ranks
+// fold into a neighbour first (α + Sβ + Sγ) and get their result after:
+// on the host that adds its bytes, on NNP-T it trails the allgather chunk
+// by chunk and adds one chunk.
+double predict_halving_doubling_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const HalvingDoublingPattern pattern(p, 0);
+    const int active = pattern.active_count(), extras = p - active;
+    const bool host = t.machine().shape() == Shape::Flat;
+    RouteTable routes(t);
+    auto round_us = [&](int mask, double bytes) {
+        std::vector<Flow> flows;
+        for (int v = 0; v < active; ++v) flows.push_back({pattern.active_rank(v), pattern.active_rank(v ^ mask), bytes});
+        const FlowCost cost = concurrent(t, routes, flows);
+        return messages(bytes, chunk) * cost.latency_us + cost.transfer_us;
+    };
+    auto fold_us = [&](double bytes, bool into_active) {
+        std::vector<Flow> flows;
+        for (int v = 0; v < extras; ++v) flows.push_back(into_active ? Flow{2 * v, 2 * v + 1, bytes} : Flow{2 * v + 1, 2 * v, bytes});
+        const FlowCost cost = concurrent(t, routes, flows);
+        return messages(bytes, chunk) * cost.latency_us + cost.transfer_us;
+    };
+    const bool halving = args.collective != Collective::Allgather;
+    const bool doubling = args.collective != Collective::ReduceScatter;
+    double us = 0;
+    for (int j = 0; j < pattern.rounds(); ++j) {
+        const int mask = active >> (j + 1);
+        if (halving) us += round_us(mask, total / (2 << j));                       // S/2, S/4, ...
+        if (doubling) us += round_us(1 << j, total / active * (1 << j));          // S/p2, 2S/p2, ...
+    }
+    double reduced = halving ? (active - 1.0) / active * total : 0;
+    if (extras > 0) {
+        // What goes to the active rank first, and what comes back last.
+        const double in = args.collective == Collective::Allgather ? total / p : total;
+        const double back = args.collective == Collective::Allreduce       ? total
+                            : args.collective == Collective::ReduceScatter ? total / p
+                                                                           : (p - 1.0) / p * total;
+        us += fold_us(in, true);
+        us += host ? fold_us(back, false) : fold_us(std::min(back, chunk), false);
+        if (args.collective != Collective::Allgather) reduced += total;
+    }
+    return with_reduction(t, inputs, args.elem_size, us, reduced);
+}
+
+// Double binary tree (double_binary_tree.cpp): two trees of height h, S/2
+// each in k = ceil(S/2 / C) chunks of c bytes; per pipeline stage every tree
+// edge carries a chunk up (reduce, allreduce) and one down (broadcast,
+// allreduce), all at once: α of the longest edge route plus the stage's
+// bytes through the busiest link or port.
+//   allreduce            (2h + k - 1) stages, trees over all ranks
+//   broadcast, reduce    (h + k - 1) stages, both trees hung from the root
+// Up to kTracedSources ranks the trees are the builder's; beyond, the
+// topology's double binary tree embedding (the same shape over ring 0's
+// order) stands in for them.
+double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const bool allreduce = args.collective == Collective::Allreduce;
+    const int root = allreduce ? -1 : args.root;
+    const bool up = args.collective != Collective::Broadcast, down = args.collective != Collective::Reduce;
+    std::vector<int> parents[2];
+    int height = 0;
+    for (int which = 0; which < 2; ++which) {
+        if (p <= kTracedSources) {
+            for (int r = 0; r < p; ++r) {
+                const DoubleTreePattern node(p, root, which, r);
+                parents[which].push_back(node.parent());
+                height = std::max(height, node.height());
+            }
+        } else {
+            parents[which] = t.double_binary_tree(which).parent;
+            height = std::max(height, t.double_binary_tree(which).depth);
+        }
+    }
+    const double half = total / 2, pieces = messages(half, chunk), piece = half / std::max(1.0, pieces);
+    std::vector<Flow> stage;
+    for (const std::vector<int> &parent : parents)
+        for (int r = 0; r < p; ++r) {
+            const int above = parent[static_cast<size_t>(r)];
+            if (above < 0) continue;
+            if (up) stage.push_back({r, above, piece});
+            if (down) stage.push_back({above, r, piece});
+        }
+    RouteTable routes(t);
+    const FlowCost cost = concurrent(t, routes, stage);
+    const double stages = (allreduce ? 2 * height : height) + pieces - 1;
+    const double reduced = args.collective == Collective::Broadcast ? 0 : total;
+    return with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced);
+}
+
+// 2D torus (torus2d.cpp): four channels of S/4, each a chain of messages
+// on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()): per slice
+// t(a-1) messages of slice/(t·a) along the first dimension, 2(b-1) of
+// slice/(a·b) along the second, t(a-1) along the first again. The ports
+// take the latency and bandwidth of the grid's first row and column.
+double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    const RankGrid *grid = t.torus();
+    if (p <= 1 || grid == nullptr) return p <= 1 ? 0 : kInfinity;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    std::vector<int> row, column;
+    for (int i = 0; i < grid->x; ++i) row.push_back(grid->rank(i, 0));
+    for (int j = 0; j < grid->y; ++j) column.push_back(grid->rank(0, j));
+    const RingEmbedding along_x = t.embed_ring(row), along_y = t.embed_ring(column);
+    enum Port { XForward, XBackward, YForward, YBackward };
+    const std::vector<double> gbps = {along_x.bottleneck_gbps, along_x.bottleneck_gbps, along_y.bottleneck_gbps,
+                                      along_y.bottleneck_gbps};
+    const std::vector<double> latency = {along_x.hop_latency_us, along_x.hop_latency_us, along_y.hop_latency_us,
+                                         along_y.hop_latency_us};
+    const double share = total / static_cast<double>(kTorus2dChannels);
+    // Every channel has the same number of equal slices; simulate a few.
+    const double slices = messages(share, p * chunk), slice = share / std::max(1.0, slices);
+    auto simulate = [&](size_t slices_run) {
+        std::vector<std::vector<PortMessage>> channels(kTorus2dChannels);
+        for (size_t c = 0; c < kTorus2dChannels; ++c) {
+            const bool x_first = c < 2, reversed = c % 2 == 1;
+            const int a = x_first ? grid->x : grid->y, b = x_first ? grid->y : grid->x;
+            const int first = x_first ? (reversed ? XBackward : XForward) : (reversed ? YBackward : YForward);
+            const int second = x_first ? (reversed ? YBackward : YForward) : (reversed ? XBackward : XForward);
+            const size_t row_slices = smallest_divisor_at_least(b, messages(slice, a * chunk));
+            const size_t along_first = row_slices * static_cast<size_t>(a - 1), along_second = 2 * static_cast<size_t>(b - 1);
+            const PortMessage row_piece{first, slice / static_cast<double>(row_slices * static_cast<size_t>(a))};
+            const PortMessage column_piece{second, slice / p};
+            for (size_t k = 0; k < slices_run; ++k) {
+                channels[c].insert(channels[c].end(), along_first, row_piece);    // reduce-scatter
+                channels[c].insert(channels[c].end(), along_second, column_piece); // allreduce
+                channels[c].insert(channels[c].end(), along_first, row_piece);    // allgather
+            }
+        }
+        return simulate_ports(channels, gbps, latency);
+    };
+    double transfer = 0;
+    if (slices <= static_cast<double>(kSimulatedSlices)) {
+        transfer = simulate(static_cast<size_t>(slices));
+    } else {
+        const double many = simulate(kSimulatedSlices), half = simulate(kSimulatedSlices / 2);
+        const double per_slice = (many - half) / static_cast<double>(kSimulatedSlices / 2);
+        transfer = many + (slices - static_cast<double>(kSimulatedSlices)) * per_slice;
+    }
+    return with_reduction(t, inputs, args.elem_size, transfer, (p - 1.0) / p * total);
+}
+
+// Pairwise alltoall (alltoall.cpp): p-1 rounds, in round k rank r sends its
+// block of m = S/p bytes to r+k: ceil(m / C)·α plus the round's bytes
+// through the links their routes share. Beyond kTracedSources ranks a
+// stride of rounds stands for all.
+double predict_pairwise_us(const CollectiveArgs &args, const Topology &t, const CostInputs &) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double block = static_cast<double>(call_bytes(args)) / p, chunk = chunk_bytes(args);
+    const int stride = p > kTracedSources ? (p + kTracedSources - 1) / kTracedSources : 1;
+    RouteTable routes(t);
+    double us = 0;
+    for (int k = 1; k < p; k += stride) {
+        std::vector<Flow> flows;
+        for (int r = 0; r < p; ++r) flows.push_back({r, (r + k) % p, block});
+        const FlowCost cost = concurrent(t, routes, flows);
+        us += std::min(stride, p - k) * (messages(block, chunk) * cost.latency_us + cost.transfer_us);
+    }
+    return us;
+}
+
+// Send and recv (p2p.cpp): α + mβ over the route between the two ranks, the
+// chunks pipelining through the stream's slots.
+double predict_p2p_us(const CollectiveArgs &args, const Topology &t, const CostInputs &) {
+    if (args.root < 0 || args.root >= args.nranks || args.root == args.rank) return 0;
+    const Route r = args.collective == Collective::Send ? t.route(args.rank, args.root) : t.route(args.root, args.rank);
+    return r.latency_us + us_for(static_cast<double>(call_bytes(args)), r.gbps);
+}
+
+// Dissemination barrier (barrier.cpp): ceil(log2 p) rounds along ring 0,
+// each the longest route's latency from a rank to the one 2^k places ahead.
+double predict_dissemination_us(const CollectiveArgs &args, const Topology &t, const CostInputs &) {
+    const int p = args.nranks;
+    const std::vector<int> &ring = t.rings().front();
+    RouteTable routes(t);
+    double us = 0;
+    for (int k = 0; (1 << k) < p; ++k) {
+        std::vector<Flow> flows;
+        for (int i = 0; i < p; ++i) flows.push_back({ring[static_cast<size_t>(i)], ring[static_cast<size_t>((i + (1 << k)) % p)], 0});
+        us += concurrent(t, routes, flows).latency_us;
+    }
+    return us;
+}
+
+} // namespace nnpccl

@@ -1,0 +1,68 @@
+// The cost model: how long each algorithm takes for one call on a topology,
+// from the α-β-γ cost its builder's header states. α and β come from the
+// topology: the latency and bandwidth of the rings, trees and routes the
+// schedule uses, with links that several transfers cross at once shared
+// between them. γ, the host's reduction speed, comes from the caller
+// (CostInputs). Times are µs; 1 GB/s is 1e3 bytes per µs.
+//
+// A prediction is a function of the call's shape (collective, count,
+// element size, root, chunk, ranks) and of the topology, never of the rank
+// asking (p2p aside, which has nothing to choose between): every rank of a
+// communicator computes the same numbers and so picks the same algorithm.
+//
+// Two rules hold throughout. A message is α plus its bytes over the link:
+// a ring or tree step forwards what it received, so the α of every chunk
+// lies on the critical path, and an algorithm cut into m messages per rank
+// pays m·α (only channels sharing a link hide each other's α). And the
+// host reduces on the thread that moves the data, so γ adds to the
+// transfers on `flat`; an NNP-T chip reduces in its compute engines at HBM
+// speed while its ports move the next chunk, so there γ overlaps them.
+#pragma once
+
+#include <cstddef>
+
+#include "collective.hpp"
+#include "topology.hpp"
+
+namespace nnpccl {
+
+// What the model cannot read from the topology: how fast the host reduces.
+// The caller measures it once per process (src/reduce.hpp); the ranks of a
+// communicator use rank 0's figures, so they agree on every choice.
+struct CostInputs {
+    // γ of the host: µs per byte of output of a sum, by element size 1, 2,
+    // 4 and 8 bytes (the slowest datatype of each size: float16 and
+    // bfloat16 convert to float32 and back). The defaults, a modest host,
+    // serve callers that measure nothing (tests).
+    double host_reduce_us_per_byte[4] = {1e-4, 4e-4, 1e-4, 1e-4};
+
+    double host_reduce_us(size_t elem_size) const;
+};
+
+// The bytes of a call as ccl-bench prints them (its size column, and what
+// NNPCCL_ALGO size ranges are over): the whole buffer of allreduce,
+// broadcast and reduce; p blocks for reduce-scatter, allgather, gather,
+// scatter and alltoall; the message of send and recv.
+size_t call_bytes(const CollectiveArgs &args);
+
+// busbw = algbw x this (DESIGN.md, "Benchmark output"): 2(p-1)/p for
+// allreduce, (p-1)/p for the block-wise collectives, 1 otherwise.
+double bus_bandwidth_factor(Collective c, int nranks);
+
+// The least time any algorithm can take for the call: its bus bytes over
+// the slowest chip's injection bandwidth (for allreduce 2(p-1)/p·n / B).
+double lower_bound_us(const CollectiveArgs &args, const Topology &topology);
+
+// Each algorithm's predicted time (µs) for a call it serves and applies to
+// (registry.hpp says which). The formulas are in cost_model.cpp, next to
+// the builder costs they implement.
+double predict_ring_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_direct_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_halving_doubling_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_torus2d_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_pairwise_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_p2p_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+double predict_dissemination_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
+
+} // namespace nnpccl
