@@ -16,6 +16,7 @@
 #include "check_data.hpp"
 #include "config.hpp"
 #include "dtype.hpp"
+#include "explain.hpp"
 #include "local_launch.hpp"
 #include "soak.hpp"
 #include "nnpccl.h"
@@ -52,6 +53,7 @@ struct Options {
     int np = 0;
     double soak_seconds = 0;
     std::string json_path;
+    bool explain = false; // print the planner's predictions instead of running
 };
 
 const char kUsage[] =
@@ -77,6 +79,11 @@ const char kUsage[] =
     "                  datatype and op, all checked, then ops, bytes, wrong values, RSS and fds\n"
     "  --np N          start N ranks on this host; without it the launcher's environment\n"
     "                  (mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used\n"
+    "  --algo NAME     force algorithm NAME for COLLECTIVE (sets NNPCCL_ALGO=COLLECTIVE:NAME);\n"
+    "                  the call fails if NAME does not apply on the topology\n"
+    "  --explain       run nothing: per size, each algorithm's predicted time and busbw on the\n"
+    "                  topology (--topo, --np ranks), the planner's choice marked, and the bound\n"
+    "  --list-algos    list the algorithms: the collectives each serves, when it applies\n"
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
     "2(n-1)/n for allreduce, (n-1)/n for reduce_scatter and allgather, 1 otherwise.\n";
 
@@ -102,6 +109,7 @@ int parse_int_arg(const char *flag, const char *text, int min) {
 Options parse_options(int argc, char **argv) {
     Options o;
     bool factor_given = false;
+    std::string algo;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "-h" || a == "--help") {
@@ -137,6 +145,12 @@ Options parse_options(int argc, char **argv) {
         else if (a == "--np") o.np = parse_int_arg("--np", next(), 1);
         else if (a == "--soak") o.soak_seconds = parse_int_arg("--soak", next(), 1);
         else if (a == "--topo") setenv("NNPCCL_TOPO", next(), 1); // every rank inherits it
+        else if (a == "--algo") algo = next();
+        else if (a == "--explain") o.explain = true;
+        else if (a == "--list-algos") {
+            nnpccl_bench::print_algorithm_list();
+            std::exit(0);
+        }
         else if (a == "--transport") {
             std::string t = next();
             if (t != "auto" && t != "shm" && t != "ofi") usage_error("--transport " + t + " is not auto, shm or ofi");
@@ -146,6 +160,11 @@ Options parse_options(int argc, char **argv) {
     }
     if (o.coll == nullptr && o.soak_seconds == 0) usage_error("name a collective (or --soak SECONDS)");
     if (o.coll == nullptr) o.coll = &kColls[0];
+    if (!algo.empty()) {
+        std::string error;
+        if (!nnpccl_bench::check_algorithm_name(o.coll->coll, algo, &error)) usage_error("--algo: " + error);
+        setenv("NNPCCL_ALGO", (std::string(o.coll->name) + ":" + algo).c_str(), 1); // every rank inherits it
+    }
     if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
     if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
     return o;
@@ -400,10 +419,25 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
     return status;
 }
 
+nnpccl_bench::ExplainRequest explain_request(const Options &o) {
+    nnpccl_bench::ExplainRequest r;
+    r.collective = o.coll->coll;
+    r.topology = nnpccl::env_string("NNPCCL_TOPO");
+    r.nranks = o.np;
+    r.min_bytes = o.min_bytes;
+    r.max_bytes = o.max_bytes;
+    r.step_factor = o.step_factor;
+    r.step_bytes = o.step_bytes;
+    r.datatype = o.dt;
+    r.root = o.coll->rooted ? o.root : -1;
+    return r;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     Options o = parse_options(argc, argv);
+    if (o.explain) return nnpccl_bench::explain_plans(explain_request(o));
     if (o.np > 0) {
         return run_local_ranks(o.np, [&o](int rank, int nranks, const nnpccl_unique_id_t &id) {
             nnpccl_comm_t comm = nullptr;

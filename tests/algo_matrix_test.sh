@@ -1,0 +1,55 @@
+#!/bin/sh
+# Every algorithm the registry lists, forced with NNPCCL_ALGO for every
+# collective of the C API it serves, on 4 ranks of the flat topology:
+# ccl-bench's bit-exact check over sizes from 8 B to 1 MiB, and rank 0's
+# INFO log must show the forced algorithm ran. Algorithms that do not apply
+# on flat (torus2d) must fail with a message saying so; an unknown --algo
+# is a usage error (exit 2).
+set -u
+bench=$1
+failed=0
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+api_collectives="allreduce reduce_scatter allgather broadcast reduce"
+
+# --list-algos: "NAME  serves:  c1, c2" then "applies: ..." per algorithm.
+"$bench" --list-algos >"$out/list" || { echo "FAILED: --list-algos"; exit 1; }
+pairs=$(awk '$2 == "serves:" {name = $1; $1 = ""; $2 = ""; gsub(/,/, ""); serves[name] = $0}
+             $1 == "applies:" {print name, ($2 == "always" ? "always" : "conditional"), serves[name]}' "$out/list")
+[ -n "$pairs" ] || { echo "FAILED: --list-algos lists nothing"; cat "$out/list"; exit 1; }
+
+echo "$pairs" | while read -r algo applies collectives; do
+    for c in $collectives; do
+        case " $api_collectives " in *" $c "*) ;; *) continue ;; esac
+        label="NNPCCL_ALGO=$c:$algo"
+        NNPCCL_DEBUG=INFO NNPCCL_ALGO="$c:$algo" "$bench" "$c" --np 4 -b 8 -e 1M -f 8 -c 1 -n 2 -w 1 \
+            >"$out/run" 2>"$out/err"
+        status=$?
+        if [ "$applies" = always ]; then
+            if [ $status -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out/run" ||
+                awk '$1 ~ /^[0-9]+$/ && ($9 != 0 || $13 != 0) {bad = 1} END {exit !bad}' "$out/run" ||
+                ! grep -q "$c of [0-9]* bytes: $algo (forced by NNPCCL_ALGO)" "$out/err"; then
+                echo "FAILED: $label (exit $status)"; cat "$out/run" "$out/err"; failed=1
+            else
+                echo "ok: $label"
+            fi
+        elif [ $status -eq 0 ]; then
+            # Conditional algorithms do not apply on flat; the call must say why.
+            echo "FAILED: $label ran on flat"; failed=1
+        elif ! grep -q "does not apply" "$out/err"; then
+            echo "FAILED: $label failed without saying it does not apply"; cat "$out/err"; failed=1
+        else
+            echo "ok: $label refused on flat"
+        fi
+    done
+    [ $failed -eq 0 ] || exit 1
+done || failed=1
+
+"$bench" allreduce --algo no_such_algorithm --np 4 >"$out/run" 2>&1
+status=$?
+if [ $status -ne 2 ] || ! grep -q "unknown algorithm 'no_such_algorithm'" "$out/run"; then
+    echo "FAILED: --algo no_such_algorithm (exit $status)"; cat "$out/run"; failed=1
+else
+    echo "ok: --algo no_such_algorithm is a usage error"
+fi
+exit $failed
