@@ -20,6 +20,7 @@
 #include <limits>
 #include <queue>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "builders.hpp"
@@ -34,10 +35,9 @@ constexpr double kBytesPerUsPerGbps = 1e3;
 // NNP-T: HBM2 at about 1.2 TB/s, and a reduction reads two operands and
 // writes one (DESIGN.md: reduction speed is not the device's bottleneck).
 constexpr double kDeviceReduceUsPerByte = 3.0 / 1.2e6;
-// Up to this many ranks every transfer's route is traced (one Dijkstra per
-// source); beyond it, the sources of a stride through the ranks stand for
-// all, their link loads scaled by the stride.
-constexpr int kTracedSources = 128;
+// Ranks up to which every transfer's route is traced (nnpt-pod1024 is
+// 1024; a route search there takes about 0.15 ms).
+constexpr int kTracedSources = 1024;
 // The 2D torus simulation runs this many slices per channel and
 // extrapolates the rest from the last few (full slices repeat).
 constexpr size_t kSimulatedSlices = 8;
@@ -62,25 +62,59 @@ double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_s
     return std::max(transfer_us, reduced_bytes * kDeviceReduceUsPerByte);
 }
 
-// Routes between ranks, traced per source on first use.
-class RouteTable {
-public:
-    explicit RouteTable(const Topology &t) : t_(t), from_(static_cast<size_t>(t.nranks())) {}
-    const Route &route(int from, int to) {
-        std::vector<Route> &row = from_[static_cast<size_t>(from)];
-        if (row.empty()) row = t_.machine().routes_from(t_.chip_of(from));
-        return row[static_cast<size_t>(t_.chip_of(to))];
-    }
-
-private:
-    const Topology &t_;
-    std::vector<std::vector<Route>> from_;
-};
-
 struct Flow {
     int from;
     int to;
     double bytes;
+};
+
+// Up to kTracedSources ranks every transfer's route is traced (one
+// Dijkstra per source); beyond, only those from every stride-th rank,
+// whose link loads then stand for the whole (contention among the others
+// is missed: an underestimate, as the sample is not scaled up).
+int tracing_stride(int nranks) { return nranks > kTracedSources ? (nranks + kTracedSources - 1) / kTracedSources : 1; }
+
+// The flows' indices grouped by source, sources ascending.
+std::vector<size_t> by_source(const std::vector<Flow> &flows) {
+    std::vector<size_t> order(flows.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return flows[a].from < flows[b].from; });
+    return order;
+}
+
+// Routes kept for one prediction: an algorithm of several rounds traces
+// every round's transfers at once, so that each source is searched once,
+// and keeps only the routes it will ask for.
+class RouteTable {
+public:
+    explicit RouteTable(const Topology &t) : t_(t) {}
+
+    void trace(const std::vector<Flow> &flows) {
+        const int stride = tracing_stride(t_.nranks());
+        const std::vector<size_t> order = by_source(flows);
+        std::vector<Route> row;
+        int row_source = -1;
+        for (size_t i : order) {
+            const Flow &f = flows[i];
+            if (f.from == f.to || f.from % stride != 0 || routes_.count(key(f.from, f.to)) != 0) continue;
+            if (f.from != row_source) {
+                row = t_.machine().routes_from(t_.chip_of(f.from));
+                row_source = f.from;
+            }
+            routes_.emplace(key(f.from, f.to), row[static_cast<size_t>(t_.chip_of(f.to))]);
+        }
+    }
+    const Route *find(int from, int to) const {
+        auto it = routes_.find(key(from, to));
+        return it == routes_.end() ? nullptr : &it->second;
+    }
+
+private:
+    static uint64_t key(int from, int to) {
+        return (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) | static_cast<uint32_t>(to);
+    }
+    const Topology &t_;
+    std::unordered_map<uint64_t, Route> routes_;
 };
 
 struct FlowCost {
@@ -88,23 +122,33 @@ struct FlowCost {
     double latency_us = 0;  // the longest route's
 };
 
-// Transfers that run at once; see the file comment.
-FlowCost concurrent(const Topology &t, RouteTable &routes, const std::vector<Flow> &flows) {
+// Transfers that run at once; see the file comment. Routes not in `traced`
+// are searched here, one source at a time, and not kept.
+FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const RouteTable *traced = nullptr) {
     FlowCost cost;
-    const int p = t.nranks();
-    const int stride = p > kTracedSources ? (p + kTracedSources - 1) / kTracedSources : 1;
+    const int p = t.nranks(), stride = tracing_stride(p);
     std::vector<double> out(static_cast<size_t>(p), 0), in(static_cast<size_t>(p), 0);
     std::vector<double> load(t.machine().links().size(), 0);
-    for (const Flow &f : flows) {
+    std::vector<Route> row;
+    int row_source = -1;
+    for (size_t i : by_source(flows)) {
+        const Flow &f = flows[i];
         if (f.from == f.to) continue;
         out[static_cast<size_t>(f.from)] += f.bytes;
         in[static_cast<size_t>(f.to)] += f.bytes;
         if (f.from % stride != 0) continue;
-        const Route &r = routes.route(f.from, f.to);
-        if (!r.reachable) return {kInfinity, kInfinity};
-        for (int link : r.links) load[static_cast<size_t>(link)] += f.bytes * stride;
-        cost.transfer_us = std::max(cost.transfer_us, us_for(f.bytes, r.gbps));
-        cost.latency_us = std::max(cost.latency_us, r.latency_us);
+        const Route *r = traced != nullptr ? traced->find(f.from, f.to) : nullptr;
+        if (r == nullptr) {
+            if (f.from != row_source) {
+                row = t.machine().routes_from(t.chip_of(f.from));
+                row_source = f.from;
+            }
+            r = &row[static_cast<size_t>(t.chip_of(f.to))];
+        }
+        if (!r->reachable) return {kInfinity, kInfinity};
+        for (int link : r->links) load[static_cast<size_t>(link)] += f.bytes;
+        cost.transfer_us = std::max(cost.transfer_us, us_for(f.bytes, r->gbps));
+        cost.latency_us = std::max(cost.latency_us, r->latency_us);
     }
     for (int r = 0; r < p; ++r)
         cost.transfer_us = std::max({cost.transfer_us, us_for(out[static_cast<size_t>(r)], t.injection_gbps(r)),
@@ -211,7 +255,6 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
     const std::vector<RingEmbedding> &rings = t.ring_embeddings();
     const double share = total / static_cast<double>(rings.size());
-    RouteTable routes(t);
     std::vector<Flow> flows;
     double slowest_channel = 0;
     for (const RingEmbedding &ring : rings) {
@@ -246,7 +289,7 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
             flows.push_back({ring.ranks[static_cast<size_t>(i)], ring.ranks[static_cast<size_t>((i + 1) % p)], hop_bytes});
         }
     }
-    const double transfer = std::max(slowest_channel, concurrent(t, routes, flows).transfer_us);
+    const double transfer = std::max(slowest_channel, concurrent(t, flows).transfer_us);
     double reduced = 0;
     if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
         reduced = (p - 1.0) / p * total;
@@ -275,8 +318,7 @@ double predict_direct_us(const CollectiveArgs &args, const Topology &t, const Co
                                                                          : true;
             if (wanted) flows.push_back({a, b, per_pair});
         }
-    RouteTable routes(t);
-    const FlowCost cost = concurrent(t, routes, flows);
+    const FlowCost cost = concurrent(t, flows);
     const double transfer = messages(per_pair, chunk) * cost.latency_us + cost.transfer_us;
     const double reduced = args.collective == Collective::Allreduce ? (p - 1.0) * total : 0;
     return with_reduction(t, inputs, args.elem_size, transfer, reduced);
@@ -297,26 +339,36 @@ double predict_halving_doubling_us(const CollectiveArgs &args, const Topology &t
     const HalvingDoublingPattern pattern(p, 0);
     const int active = pattern.active_count(), extras = p - active;
     const bool host = t.machine().shape() == Shape::Flat;
-    RouteTable routes(t);
-    auto round_us = [&](int mask, double bytes) {
+    auto exchange = [&](int mask, double bytes) {
         std::vector<Flow> flows;
         for (int v = 0; v < active; ++v) flows.push_back({pattern.active_rank(v), pattern.active_rank(v ^ mask), bytes});
-        const FlowCost cost = concurrent(t, routes, flows);
-        return messages(bytes, chunk) * cost.latency_us + cost.transfer_us;
+        return flows;
     };
-    auto fold_us = [&](double bytes, bool into_active) {
+    auto fold = [&](double bytes, bool into_active) {
         std::vector<Flow> flows;
-        for (int v = 0; v < extras; ++v) flows.push_back(into_active ? Flow{2 * v, 2 * v + 1, bytes} : Flow{2 * v + 1, 2 * v, bytes});
-        const FlowCost cost = concurrent(t, routes, flows);
-        return messages(bytes, chunk) * cost.latency_us + cost.transfer_us;
+        for (int v = 0; v < extras; ++v)
+            flows.push_back(into_active ? Flow{2 * v, 2 * v + 1, bytes} : Flow{2 * v + 1, 2 * v, bytes});
+        return flows;
+    };
+    // Every partner's route, one search per rank.
+    std::vector<Flow> partners = fold(0, true), back = fold(0, false);
+    partners.insert(partners.end(), back.begin(), back.end());
+    for (int mask = 1; mask < active; mask <<= 1) {
+        const std::vector<Flow> round = exchange(mask, 0);
+        partners.insert(partners.end(), round.begin(), round.end());
+    }
+    RouteTable routes(t);
+    routes.trace(partners);
+    auto time_us = [&](const std::vector<Flow> &flows) {
+        const FlowCost cost = concurrent(t, flows, &routes);
+        return flows.empty() ? 0 : messages(flows.front().bytes, chunk) * cost.latency_us + cost.transfer_us;
     };
     const bool halving = args.collective != Collective::Allgather;
     const bool doubling = args.collective != Collective::ReduceScatter;
     double us = 0;
     for (int j = 0; j < pattern.rounds(); ++j) {
-        const int mask = active >> (j + 1);
-        if (halving) us += round_us(mask, total / (2 << j));                       // S/2, S/4, ...
-        if (doubling) us += round_us(1 << j, total / active * (1 << j));          // S/p2, 2S/p2, ...
+        if (halving) us += time_us(exchange(active >> (j + 1), total / (2 << j))); // S/2, S/4, ...
+        if (doubling) us += time_us(exchange(1 << j, total / active * (1 << j)));   // S/p2, 2S/p2, ...
     }
     double reduced = halving ? (active - 1.0) / active * total : 0;
     if (extras > 0) {
@@ -325,8 +377,8 @@ double predict_halving_doubling_us(const CollectiveArgs &args, const Topology &t
         const double back = args.collective == Collective::Allreduce       ? total
                             : args.collective == Collective::ReduceScatter ? total / p
                                                                            : (p - 1.0) / p * total;
-        us += fold_us(in, true);
-        us += host ? fold_us(back, false) : fold_us(std::min(back, chunk), false);
+        us += time_us(fold(in, true));
+        us += time_us(fold(host ? back : std::min(back, chunk), false));
         if (args.collective != Collective::Allgather) reduced += total;
     }
     return with_reduction(t, inputs, args.elem_size, us, reduced);
@@ -372,8 +424,7 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
             if (up) stage.push_back({r, above, piece});
             if (down) stage.push_back({above, r, piece});
         }
-    RouteTable routes(t);
-    const FlowCost cost = concurrent(t, routes, stage);
+    const FlowCost cost = concurrent(t, stage);
     const double stages = (allreduce ? 2 * height : height) + pieces - 1;
     const double reduced = args.collective == Collective::Broadcast ? 0 : total;
     return with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced);
@@ -433,19 +484,29 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
 
 // Pairwise alltoall (alltoall.cpp): p-1 rounds, in round k rank r sends its
 // block of m = S/p bytes to r+k: ceil(m / C)·α plus the round's bytes
-// through the links their routes share. Beyond kTracedSources ranks a
-// stride of rounds stands for all.
+// through the links their routes share. Beyond kSampledRounds rounds, a
+// stride of them stands for all.
 double predict_pairwise_us(const CollectiveArgs &args, const Topology &t, const CostInputs &) {
+    constexpr int kSampledRounds = 32;
     const int p = args.nranks;
     if (p <= 1) return 0;
     const double block = static_cast<double>(call_bytes(args)) / p, chunk = chunk_bytes(args);
-    const int stride = p > kTracedSources ? (p + kTracedSources - 1) / kTracedSources : 1;
-    RouteTable routes(t);
-    double us = 0;
-    for (int k = 1; k < p; k += stride) {
+    const int stride = (p - 1 + kSampledRounds - 1) / kSampledRounds;
+    auto round = [&](int k) {
         std::vector<Flow> flows;
         for (int r = 0; r < p; ++r) flows.push_back({r, (r + k) % p, block});
-        const FlowCost cost = concurrent(t, routes, flows);
+        return flows;
+    };
+    std::vector<Flow> partners;
+    for (int k = 1; k < p; k += stride) {
+        const std::vector<Flow> flows = round(k);
+        partners.insert(partners.end(), flows.begin(), flows.end());
+    }
+    RouteTable routes(t);
+    routes.trace(partners); // one search per rank
+    double us = 0;
+    for (int k = 1; k < p; k += stride) {
+        const FlowCost cost = concurrent(t, round(k), &routes);
         us += std::min(stride, p - k) * (messages(block, chunk) * cost.latency_us + cost.transfer_us);
     }
     return us;
@@ -464,13 +525,21 @@ double predict_p2p_us(const CollectiveArgs &args, const Topology &t, const CostI
 double predict_dissemination_us(const CollectiveArgs &args, const Topology &t, const CostInputs &) {
     const int p = args.nranks;
     const std::vector<int> &ring = t.rings().front();
-    RouteTable routes(t);
-    double us = 0;
-    for (int k = 0; (1 << k) < p; ++k) {
+    auto round = [&](int distance) {
         std::vector<Flow> flows;
-        for (int i = 0; i < p; ++i) flows.push_back({ring[static_cast<size_t>(i)], ring[static_cast<size_t>((i + (1 << k)) % p)], 0});
-        us += concurrent(t, routes, flows).latency_us;
+        for (int i = 0; i < p; ++i)
+            flows.push_back({ring[static_cast<size_t>(i)], ring[static_cast<size_t>((i + distance) % p)], 0});
+        return flows;
+    };
+    std::vector<Flow> partners;
+    for (int distance = 1; distance < p; distance *= 2) {
+        const std::vector<Flow> flows = round(distance);
+        partners.insert(partners.end(), flows.begin(), flows.end());
     }
+    RouteTable routes(t);
+    routes.trace(partners); // one search per rank
+    double us = 0;
+    for (int distance = 1; distance < p; distance *= 2) us += concurrent(t, round(distance), &routes).latency_us;
     return us;
 }
 
