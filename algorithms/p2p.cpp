@@ -5,8 +5,14 @@
 // chunk is in a slot, so a message larger than the stream's slots holds the
 // sender until the matching recv runs: two ranks that each send to the
 // other before receiving wait for each other forever (as in NCCL without a
-// group). An exchange needs one side to receive first, or a fused
-// send-recv operation whose schedule interleaves the two streams.
+// group). An exchange needs one side to receive first, or both ranks'
+// sends and receives pending at once (the engine runs pending sends and
+// receives side by side when their streams differ).
+//
+// A message of no elements is still one (empty) message: it carries the
+// operation's descriptor, so every send pairs with exactly one recv and a
+// recv that expects data from an empty send is caught at once, as any
+// other mismatch, instead of waiting for the sender's next message.
 #include <algorithm>
 
 #include "builders.hpp"
@@ -23,6 +29,15 @@ bool valid_peer(const CollectiveArgs &args) {
     return args.root >= 0 && args.root < args.nranks && args.root != args.rank;
 }
 
+// StepList leaves empty steps out; this one is the message.
+Step empty_message(StepFlag direction, int peer) {
+    Step s;
+    s.flags = direction;
+    s.recv_peer = direction == kRecv ? peer : -1;
+    s.send_peer = direction == kSend ? peer : -1;
+    return s;
+}
+
 } // namespace
 
 Schedule build_send(const CollectiveArgs &args) {
@@ -30,6 +45,10 @@ Schedule build_send(const CollectiveArgs &args) {
     sched.algorithm = "p2p";
     if (args.collective != Collective::Send || !valid_peer(args)) return sched; // not served: see builders.hpp
     sched.channels.resize(1);
+    if (args.count == 0) {
+        sched.channels[0].push_back(empty_message(kSend, args.root));
+        return sched;
+    }
     StepList steps(sched.channels[0]);
     for (const ElemRange &c : chunked(0, args.count, std::max<size_t>(1, args.chunk_elems)))
         steps.add(kSend, -1, args.root, BufRef{Buf::Send, c.begin}, {}, c.size());
@@ -41,6 +60,10 @@ Schedule build_recv(const CollectiveArgs &args) {
     sched.algorithm = "p2p";
     if (args.collective != Collective::Recv || !valid_peer(args)) return sched; // not served: see builders.hpp
     sched.channels.resize(1);
+    if (args.count == 0) {
+        sched.channels[0].push_back(empty_message(kRecv, args.root));
+        return sched;
+    }
     StepList steps(sched.channels[0]);
     for (const ElemRange &c : chunked(0, args.count, std::max<size_t>(1, args.chunk_elems)))
         steps.add(kRecv | kStore, args.root, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());

@@ -53,11 +53,11 @@ Schedule build_p2p(const CollectiveArgs &args) {
 }
 
 // Rank `from` sends `count` elements to rank `to`; every other rank of the
-// p has nothing to send.
+// p takes no part (a call the p2p builders do not serve: no schedule).
 std::vector<CallShape> transfer(int p, int from, int to, size_t count, nnpccl_datatype_t dt) {
     std::vector<CallShape> shapes;
     for (int r = 0; r < p; ++r) {
-        CallShape s = make_shape(Collective::Send, p, 0, false, (r + 1) % p, dt, NNPCCL_SUM);
+        CallShape s = make_shape(Collective::Barrier, p, 0, false, -1, dt, NNPCCL_SUM);
         if (r == from) s = make_shape(Collective::Send, p, count, false, to, dt, NNPCCL_SUM);
         if (r == to) s = make_shape(Collective::Recv, p, count, false, from, dt, NNPCCL_SUM);
         shapes.push_back(s);
@@ -240,6 +240,12 @@ TEST_CASE("the p2p builders give no schedule for what they do not serve", "[sche
     CHECK(build_send(args_for(Collective::Send, 4, 1, 8, 4, 1)).channels.empty()); // to itself
     CHECK(build_recv(args_for(Collective::Recv, 4, 1, 8, 4, 4)).channels.empty());
     CHECK(build_send(args_for(Collective::Send, 4, 1, 8, 4, 0)).channels.size() == 1);
+    // An empty message still pairs a send with its recv (it carries the descriptor).
+    for (const Schedule &s : {build_send(args_for(Collective::Send, 4, 1, 0, 4, 0)),
+                              build_recv(args_for(Collective::Recv, 4, 0, 0, 4, 1))}) {
+        REQUIRE(s.step_count() == 1);
+        CHECK(s.channels[0][0].count == 0);
+    }
     CHECK(build_ring(args_for(Collective::Alltoall, 4, 0, 8, 4), {{0, 1, 2, 3}}).step_count() == 0);
 }
 
