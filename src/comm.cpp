@@ -280,6 +280,17 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         if (log) log_plan(args, *schedule, considered);
         schedule_cache.insert(key, schedule);
     }
+    const bool p2p = call.collective == Collective::Send || call.collective == Collective::Recv;
+    uint64_t sequence = 0;
+    if (p2p) {
+        if (sends_to.empty()) {
+            sends_to.assign(static_cast<size_t>(nranks), 0);
+            recvs_from.assign(static_cast<size_t>(nranks), 0);
+        }
+        sequence = (call.collective == Collective::Send ? sends_to : recvs_from)[static_cast<size_t>(call.root)]++;
+    } else {
+        sequence = next_sequence++;
+    }
     auto op = std::make_shared<Operation>();
     op->scratch.resize(schedule->scratch_elems * elem);
     OperationBuffers buffers;
@@ -290,17 +301,40 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     buffers.op = call.op;
     buffers.nranks = static_cast<uint32_t>(nranks);
     buffers.descriptor.collective = static_cast<uint32_t>(call.collective);
-    buffers.descriptor.sequence = next_sequence;
+    buffers.descriptor.sequence = sequence;
     buffers.descriptor.count = call.count;
     const bool reduces = call.collective == Collective::Allreduce || call.collective == Collective::ReduceScatter ||
                          call.collective == Collective::Reduce;
-    const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
+    // The peer of a send or recv rides in the root field.
+    const bool rooted = call.collective != Collective::Allreduce && call.collective != Collective::ReduceScatter &&
+                        call.collective != Collective::Allgather && call.collective != Collective::Alltoall &&
+                        call.collective != Collective::Barrier;
     buffers.descriptor.datatype = call.collective == Collective::Barrier ? -1 : static_cast<int32_t>(call.datatype);
     buffers.descriptor.op = reduces ? static_cast<int32_t>(call.op) : -1;
     buffers.descriptor.root = rooted ? call.root : -1;
-    op->description = format("%s #%llu (%zu x %s, %s%s)", collective_name(call.collective),
-                             static_cast<unsigned long long>(next_sequence++), call.count,
-                             datatype_name(call.datatype), redop_name(call.op), in_place ? ", in place" : "");
+    buffers.expected = buffers.descriptor;
+    if (call.collective == Collective::Recv) {
+        // What the matching send announces: a send, numbered by its sender's
+        // count of sends to us, whose peer is this rank.
+        buffers.expected.collective = static_cast<uint32_t>(Collective::Send);
+        buffers.expected.root = rank;
+    }
+    if (p2p) {
+        const size_t bytes = call.count * elem;
+        const bool sends = call.collective == Collective::Send;
+        op->p2p.active = true;
+        op->p2p.peer = call.root;
+        op->p2p.sends = sends;
+        op->p2p.begin = sends ? static_cast<const char *>(call.send) : static_cast<const char *>(call.recv);
+        op->p2p.end = op->p2p.begin == nullptr ? nullptr : op->p2p.begin + bytes;
+        op->description = format("%s #%llu %s rank %d (%zu x %s)", collective_name(call.collective),
+                                 static_cast<unsigned long long>(sequence), sends ? "to" : "from", call.root,
+                                 call.count, datatype_name(call.datatype));
+    } else {
+        op->description = format("%s #%llu (%zu x %s, %s%s)", collective_name(call.collective),
+                                 static_cast<unsigned long long>(sequence), call.count, datatype_name(call.datatype),
+                                 redop_name(call.op), in_place ? ", in place" : "");
+    }
     op->run = std::make_unique<ScheduleRun>(schedule, buffers, route, reduce_scratch.data());
     engine->submit(op, background);
     *out = op;

@@ -47,7 +47,11 @@ struct nnpccl_comm {
     nnpccl::Topology topology;
     std::unique_ptr<nnpccl::Engine> engine;
     std::vector<unsigned char> reduce_scratch; // one chunk; used by whichever thread drives the engine
-    uint64_t next_sequence = 0;
+    uint64_t next_sequence = 0; // of collectives, which every rank counts alike
+    // Sends to and receives from each peer, counted per pair: the ranks
+    // outside a send/recv pair never see it, so it cannot take a number
+    // from next_sequence. Sized nranks at the first send or recv.
+    std::vector<uint64_t> sends_to, recvs_from;
 
     nnpccl::ScheduleCache schedule_cache;
     // (collective, log2 of the call's bytes) whose choice of algorithm INFO has logged.

@@ -212,6 +212,64 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
     return true;
 }
 
+bool PointToPoint::orders(const PointToPoint &later) const {
+    if (!active || !later.active) return true;
+    if (peer == later.peer && sends == later.sends) return true;
+    if (begin == end || later.begin == later.end) return false; // an empty buffer touches nothing
+    const bool overlap = begin < later.end && later.begin < end;
+    return overlap && !(sends && later.sends);
+}
+
+Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *front) {
+    // A small window is enough: what runs beside the front is what a rank
+    // posts together before it waits, a few sends and receives.
+    constexpr size_t kWindow = 64;
+    std::vector<std::shared_ptr<Operation>> window;
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        for (const auto &op : queue_) {
+            // A collective runs alone: behind a send or recv it waits, and
+            // nothing behind it starts before it has finished.
+            if (!window.empty() && !op->p2p.active) break;
+            window.push_back(op);
+            if (!op->p2p.active || window.size() == kWindow) break;
+        }
+    }
+    *progressed = 0;
+    for (size_t i = 0; i < window.size(); ++i) {
+        Operation &op = *window[i];
+        if (op.run->finished()) continue;
+        bool held = false;
+        for (size_t j = 0; j < i && !held; ++j)
+            held = !window[j]->run->finished() && window[j]->p2p.orders(op.p2p);
+        if (held) continue;
+        size_t steps = 0;
+        Status st = op.run->advance(&steps);
+        *progressed += steps;
+        if (!st) {
+            fail_locked_queue(Status(st.code(), op.description + ": " + st.message()));
+            return st;
+        }
+    }
+    // Finished in issue order: a request is done only when all before it are.
+    front->reset();
+    while (true) {
+        std::shared_ptr<Operation> done;
+        {
+            std::lock_guard<std::mutex> lock(queue_mutex_);
+            if (queue_.empty()) return Status::ok();
+            if (!queue_.front()->run->finished()) {
+                *front = queue_.front();
+                return Status::ok();
+            }
+            done = queue_.front();
+            queue_.pop_front();
+        }
+        finish(done, Status::ok());
+        ++*progressed;
+    }
+}
+
 void Engine::drive(Operation *target) {
     bool idle = false;
     Clock::time_point idle_since{}, last_check{};
@@ -232,21 +290,9 @@ void Engine::drive(Operation *target) {
         uint64_t seen = event_count();
         for (Transport *t : transports_) t->poll();
         size_t progressed = 0;
-        Status st = op->run->advance(&progressed);
-        if (!st) {
-            fail_locked_queue(Status(st.code(), op->description + ": " + st.message()));
-            return;
-        }
-        if (op->run->finished()) {
-            {
-                std::lock_guard<std::mutex> lock(queue_mutex_);
-                queue_.pop_front();
-            }
-            finish(op, Status::ok());
-            idle = false;
-            continue;
-        }
-        if (progressed > 0) {
+        std::shared_ptr<Operation> blocked;
+        if (!advance_front(&progressed, &blocked)) return; // the queue has failed
+        if (blocked == nullptr || progressed > 0) {
             idle = false;
             continue;
         }
@@ -254,7 +300,7 @@ void Engine::drive(Operation *target) {
             idle = true;
             idle_since = last_check = Clock::now();
         }
-        if (!idle_wait(seen, idle_since, last_check, *op)) return;
+        if (!idle_wait(seen, idle_since, last_check, *blocked)) return;
     }
 }
 

@@ -1,5 +1,8 @@
 // The progress engine of one communicator: a queue of operations run in
-// issue order. Whoever waits drives: a blocking call or nnpccl_wait runs the
+// issue order, except that sends and receives pending together run side by
+// side where they use different streams and buffers (two ranks that post a
+// send to each other and then a receive must not wait for each other's
+// send to finish first); operations still finish in issue order. Whoever waits drives: a blocking call or nnpccl_wait runs the
 // executor on the caller's thread; operations nobody waits for are driven by
 // a progress thread that exists only once a nonblocking call was made. So
 // the runtime progresses itself, and blocking calls pay no thread hand-off.
@@ -33,8 +36,25 @@
 
 namespace nnpccl {
 
+// A send or recv: the one stream and the one buffer it uses, which tell
+// whether it may run beside other pending sends and receives.
+struct PointToPoint {
+    bool active = false; // false for collectives
+    int peer = -1;
+    bool sends = false;
+    const char *begin = nullptr; // its buffer, [begin, end)
+    const char *end = nullptr;
+
+    // Whether `later` must wait for this one (issued earlier, unfinished):
+    // both are not sends and receives, or they share a stream (messages on a
+    // stream belong to operations in issue order), or one writes where the
+    // other reads or writes.
+    bool orders(const PointToPoint &later) const;
+};
+
 struct Operation {
     std::string description; // "allreduce #12 (1024 x float, sum)"
+    PointToPoint p2p;
     std::unique_ptr<ScheduleRun> run;
     std::vector<unsigned char> scratch; // the schedule's scratch buffer, when it has one
 
@@ -70,6 +90,11 @@ public:
 
 private:
     void drive(Operation *target);
+    // Runs what can run of the operations at the front of the queue: the
+    // first, and the sends and receives behind it that nothing ahead of
+    // them orders. Finished ones at the front are taken off and finished;
+    // *front gets the first unfinished one (null when none is left).
+    Status advance_front(size_t *progressed, std::shared_ptr<Operation> *front);
     void finish(const std::shared_ptr<Operation> &op, const Status &result);
     void fail_locked_queue(const Status &why);
     bool idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check, Operation &op);

@@ -1,7 +1,9 @@
 #include "executor.hpp"
 
 #include <cstring>
+#include <iterator>
 
+#include "collective.hpp"
 #include "dtype.hpp"
 #include "reduce.hpp"
 
@@ -14,13 +16,16 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Operati
       announced_(route.size() * schedule_->channels.size(), 0), verified_(route.size() * schedule_->channels.size(), 0) {}
 
 std::string describe(const OperationDescriptor &d) {
-    static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "barrier"};
-    const char *name = d.collective < 6 ? names[d.collective] : "an unknown collective";
+    const bool known = d.collective < std::size(kAllCollectives);
+    const auto coll = static_cast<Collective>(d.collective);
+    const char *name = known ? collective_name(coll) : "an unknown collective";
     std::string text = format("%s #%llu (count %llu", name, static_cast<unsigned long long>(d.sequence),
                               static_cast<unsigned long long>(d.count));
     if (valid_datatype(d.datatype)) text += std::string(", ") + datatype_name(static_cast<nnpccl_datatype_t>(d.datatype));
     if (valid_redop(d.op)) text += std::string(", ") + redop_name(static_cast<nnpccl_redop_t>(d.op));
-    if (d.root >= 0) text += format(", root %d", d.root);
+    if (d.root >= 0 && known && coll == Collective::Send) text += format(", to rank %d", d.root);
+    else if (d.root >= 0 && known && coll == Collective::Recv) text += format(", from rank %d", d.root);
+    else if (d.root >= 0) text += format(", root %d", d.root);
     return text + ")";
 }
 
@@ -56,12 +61,15 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         if (check_descriptor) {
             OperationDescriptor theirs;
             if (in_bytes >= kDescriptorBytes) std::memcpy(&theirs, message, sizeof theirs);
-            if (in_bytes < kDescriptorBytes || !(theirs == buffers_.descriptor)) {
-                *status = invalid_usage("rank %d called %s where this rank called %s: every rank must call the same "
-                                        "collectives in the same order with the same arguments",
-                                        step.recv_peer,
-                                        in_bytes < kDescriptorBytes ? "something else" : describe(theirs).c_str(),
-                                        describe(buffers_.descriptor).c_str());
+            if (in_bytes < kDescriptorBytes || !(theirs == buffers_.expected)) {
+                const bool p2p = buffers_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
+                *status = invalid_usage(
+                    "rank %d called %s where this rank called %s: %s", step.recv_peer,
+                    in_bytes < kDescriptorBytes ? "something else" : describe(theirs).c_str(),
+                    describe(buffers_.descriptor).c_str(),
+                    p2p ? "the n-th send to a rank must match that rank's n-th recv from the sender in count and "
+                          "datatype"
+                        : "every rank must call the same collectives in the same order with the same arguments");
                 return false;
             }
         }

@@ -40,11 +40,14 @@ struct OperationDescriptor {
 constexpr size_t kDescriptorBytes = 64;
 static_assert(sizeof(OperationDescriptor) <= kDescriptorBytes);
 
-// "allreduce #12 (count 6, float, sum)"
+// "allreduce #12 (count 6, float, sum)", "send #3 (count 6, float, to rank 1)"
 std::string describe(const OperationDescriptor &d);
 
 struct OperationBuffers {
-    OperationDescriptor descriptor;
+    OperationDescriptor descriptor; // what this rank announces
+    // What the peers' first messages must announce: the same descriptor for
+    // a collective; for a recv, the matching send's (whose peer is this rank).
+    OperationDescriptor expected;
     const void *send = nullptr;
     void *recv = nullptr;
     void *scratch = nullptr; // schedule->scratch_elems elements
