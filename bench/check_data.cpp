@@ -313,13 +313,11 @@ nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, 
     case Collective::Broadcast: return nnpccl_broadcast(send, recv, s.count, s.dt, s.root, comm);
     case Collective::Reduce: return nnpccl_reduce(send, recv, s.count, s.dt, s.op, s.root, comm);
     case Collective::Barrier: return nnpccl_barrier(comm);
-    // Their schedules exist (algorithms/builders.hpp); the C API functions
-    // that run them come next, and this switch calls them once they do.
-    case Collective::Gather:
-    case Collective::Scatter:
-    case Collective::Alltoall:
-    case Collective::Send:
-    case Collective::Recv: return NNPCCL_ERR_INVALID_ARGUMENT;
+    case Collective::Gather: return nnpccl_gather(send, recv, s.count, s.dt, s.root, comm);
+    case Collective::Scatter: return nnpccl_scatter(send, recv, s.count, s.dt, s.root, comm);
+    case Collective::Alltoall: return nnpccl_alltoall(send, recv, s.count, s.dt, comm);
+    case Collective::Send: return nnpccl_send(send, s.count, s.dt, s.root, comm);
+    case Collective::Recv: return nnpccl_recv(recv, s.count, s.dt, s.root, comm);
     }
     return NNPCCL_ERR_INTERNAL;
 }

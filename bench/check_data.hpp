@@ -84,8 +84,8 @@ size_t count_wrong(const CallShape &s, const void *recv);
 // Bytes of recv_storage the call may write, from its start (for guard checks).
 size_t bytes_written(const CallShape &s);
 
-// Makes the call through the public C API (blocking). Gather, scatter,
-// alltoall, send and recv have no C API function yet: NNPCCL_ERR_INVALID_ARGUMENT.
+// Makes the call through the public C API (blocking; a send or recv alone,
+// so its peer must make the matching call).
 nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, void *recv);
 
 } // namespace nnpccl_check

@@ -210,7 +210,9 @@ nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t 
 
 /* ---- Collectives ----------------------------------------------------------
  * Every rank of the communicator calls the same collectives in the same
- * order with matching count, datatype, op and root. Counts are in elements.
+ * order with matching count, datatype, op and root. Counts are in elements;
+ * where a count is per rank (per block), count*nranks elements must still
+ * fit in memory arithmetic, or the call is an invalid argument.
  * A blocking call returns when this rank's buffers may be reused. On a
  * communicator whose nonblocking init has not made it ready, every
  * collective returns NNPCCL_ERR_INVALID_USAGE at once and does nothing. */
@@ -243,13 +245,79 @@ nnpccl_result_t nnpccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
                               nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
                               nnpccl_comm_t comm);
 
+/** recvbuf on root (nranks*sendcount elements) gets every rank's sendbuf
+ *  (sendcount elements), in rank order (recvbuf is written on root only and
+ *  may be NULL elsewhere). In place when, on root,
+ *  sendbuf == recvbuf + root*sendcount elements; other ranks' pointers do
+ *  not count. */
+nnpccl_result_t nnpccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                              nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
+
+/** Root's sendbuf holds nranks*recvcount elements; rank r's recvbuf
+ *  (recvcount elements) gets block r (sendbuf is read on root only and may
+ *  be NULL elsewhere). In place when, on root,
+ *  recvbuf == sendbuf + root*recvcount elements; other ranks' pointers do
+ *  not count. */
+nnpccl_result_t nnpccl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
+
+/** sendbuf and recvbuf hold nranks*count elements: block j of sendbuf goes
+ *  to rank j, and block i of recvbuf comes from rank i. In place when
+ *  sendbuf == recvbuf (the runtime first copies the outgoing blocks aside:
+ *  nranks*count more elements of memory for the call). */
+nnpccl_result_t nnpccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                nnpccl_datatype_t datatype, nnpccl_comm_t comm);
+
 /** Returns when every rank has entered the barrier. */
 nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
+
+/* ---- Point to point ---------------------------------------------------------
+ * nnpccl_send on rank a with peer b pairs with nnpccl_recv on rank b with
+ * peer a: the n-th send from a to b with the n-th recv on b from a (sends
+ * to b and receives from b are counted apart, and each pair of ranks
+ * apart from every other). The pair must agree on count and datatype, or
+ * both ranks' communicators fail with NNPCCL_ERR_INVALID_USAGE (the
+ * sender's send may have returned already; then a later call of the sender
+ * that waits for a peer fails). Count 0 still pairs (and the buffer may
+ * then be NULL). Ranks that take no part in a send and recv
+ * do not see them: they need not call anything, and their collectives
+ * are not affected. peer must be another rank: a rank cannot send to
+ * itself (NNPCCL_ERR_INVALID_ARGUMENT).
+ *
+ * Ordering: a send or recv starts only after every collective this rank
+ * issued before it has finished, and a collective only after every earlier
+ * send and recv; among themselves, sends and receives that are pending
+ * together progress together, except that two sends to the same peer, two
+ * receives from the same peer, and two calls whose buffers overlap where
+ * one of them writes run in the order they were issued.
+ *
+ * Buffering: a send hands its data to the transport, whose buffers between
+ * two ranks hold a few chunks (config.chunk_bytes or NNPCCL_CHUNK_SIZE each;
+ * NNPCCL_SHM_SLOTS of them between ranks of one host). A
+ * blocking send of a message that fits returns at once; a longer one
+ * returns only when the receiver has taken all but the last few chunks. So
+ * two ranks that both make a blocking send of a long message to each other
+ * before receiving wait for each other until the deadline
+ * (NNPCCL_ERR_TIMEOUT). To exchange, post nnpccl_isend and nnpccl_irecv
+ * on both ranks and wait for both requests (or order the calls: one rank
+ * receives first). */
+
+/** Sends count elements of sendbuf to rank peer, whose matching nnpccl_recv
+ *  receives them. Returns when sendbuf may be reused. */
+nnpccl_result_t nnpccl_send(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                            nnpccl_comm_t comm);
+
+/** Receives count elements into recvbuf from rank peer's matching
+ *  nnpccl_send. Returns when they are in recvbuf. */
+nnpccl_result_t nnpccl_recv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                            nnpccl_comm_t comm);
 
 /* ---- Nonblocking forms -----------------------------------------------------
  * Same arguments as the blocking form plus *request, which receives a handle
  * to wait on. Buffers must not be touched until the request has completed.
- * Operations complete in the order they were issued. */
+ * Operations complete in the order they were issued (sends and receives
+ * that progress together too: a request is done only once every earlier
+ * one is). */
 
 nnpccl_result_t nnpccl_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
                                   nnpccl_datatype_t datatype, nnpccl_redop_t op,
@@ -266,7 +334,20 @@ nnpccl_result_t nnpccl_ibroadcast(const void *sendbuf, void *recvbuf, size_t cou
 nnpccl_result_t nnpccl_ireduce(const void *sendbuf, void *recvbuf, size_t count,
                                nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
                                nnpccl_comm_t comm, nnpccl_request_t *request);
+nnpccl_result_t nnpccl_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                               nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
+                               nnpccl_request_t *request);
+nnpccl_result_t nnpccl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
+                                nnpccl_request_t *request);
+nnpccl_result_t nnpccl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                 nnpccl_datatype_t datatype, nnpccl_comm_t comm,
+                                 nnpccl_request_t *request);
 nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request);
+nnpccl_result_t nnpccl_isend(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                             nnpccl_comm_t comm, nnpccl_request_t *request);
+nnpccl_result_t nnpccl_irecv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                             nnpccl_comm_t comm, nnpccl_request_t *request);
 
 /** Blocks until the request completes and frees it. Returns the operation's
  *  result. The handle is invalid afterwards. */

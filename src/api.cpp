@@ -149,25 +149,41 @@ Status check_count(const char *name, size_t count, size_t factor, nnpccl_datatyp
 }
 
 Status validate(const nnpccl_comm *comm, const CollectiveCall &c) {
-    if (c.collective == Collective::Barrier) return Status::ok();
+    using C = Collective;
+    if (c.collective == C::Barrier) return Status::ok();
     if (!valid_datatype(c.datatype))
         return invalid_argument("datatype=%d is not an nnpccl_datatype_t (0..%d)", static_cast<int>(c.datatype),
                                 NNPCCL_NUM_DATATYPES - 1);
-    const bool reduces = c.collective == Collective::Allreduce || c.collective == Collective::ReduceScatter ||
-                         c.collective == Collective::Reduce;
+    const bool reduces = c.collective == C::Allreduce || c.collective == C::ReduceScatter || c.collective == C::Reduce;
     if (reduces && !valid_redop(c.op))
         return invalid_argument("op=%d is not an nnpccl_redop_t (0..%d)", static_cast<int>(c.op), NNPCCL_NUM_OPS - 1);
-    const bool rooted = c.collective == Collective::Broadcast || c.collective == Collective::Reduce;
+    const bool rooted = c.collective == C::Broadcast || c.collective == C::Reduce || c.collective == C::Gather ||
+                        c.collective == C::Scatter;
     if (rooted && (c.root < 0 || c.root >= comm->nranks))
         return invalid_argument("root=%d is out of range: the communicator has ranks 0..%d", c.root, comm->nranks - 1);
-    const bool blocks = c.collective == Collective::ReduceScatter || c.collective == Collective::Allgather;
-    const char *count_name = c.collective == Collective::ReduceScatter ? "recvcount"
-                             : c.collective == Collective::Allgather   ? "sendcount"
-                                                                       : "count";
+    const bool p2p = c.collective == C::Send || c.collective == C::Recv;
+    if (p2p && (c.root < 0 || c.root >= comm->nranks))
+        return invalid_argument("peer=%d is out of range: the communicator has ranks 0..%d", c.root, comm->nranks - 1);
+    // The transports have no stream from a rank to itself, and a blocking
+    // send to oneself could never meet its recv.
+    if (p2p && c.root == comm->rank)
+        return invalid_argument("peer=%d is this rank: a rank cannot %s itself", c.root,
+                                c.collective == C::Send ? "send to" : "receive from");
+    // Counts of one rank's block: the call covers nranks of them.
+    const bool blocks = c.collective == C::ReduceScatter || c.collective == C::Allgather || c.collective == C::Gather ||
+                        c.collective == C::Scatter || c.collective == C::Alltoall;
+    const char *count_name = (c.collective == C::ReduceScatter || c.collective == C::Scatter) ? "recvcount"
+                             : (c.collective == C::Allgather || c.collective == C::Gather)    ? "sendcount"
+                                                                                              : "count";
     NNPCCL_TRY(check_count(count_name, c.count, blocks ? static_cast<size_t>(comm->nranks) : 1, c.datatype));
     if (c.count == 0) return Status::ok();
-    const bool reads_send = c.collective != Collective::Broadcast || comm->rank == c.root;
-    const bool writes_recv = c.collective != Collective::Reduce || comm->rank == c.root;
+    // Only the root reads a broadcast's or scatter's sendbuf, and only the
+    // root writes a reduce's or gather's recvbuf; a recv has no sendbuf and
+    // a send no recvbuf.
+    const bool reads_send = c.collective == C::Broadcast || c.collective == C::Scatter ? comm->rank == c.root
+                                                                                       : c.collective != C::Recv;
+    const bool writes_recv = c.collective == C::Reduce || c.collective == C::Gather ? comm->rank == c.root
+                                                                                    : c.collective != C::Send;
     if (reads_send && c.send == nullptr) return invalid_argument("sendbuf is NULL with %s=%zu", count_name, c.count);
     if (writes_recv && c.recv == nullptr) return invalid_argument("recvbuf is NULL with %s=%zu", count_name, c.count);
     return Status::ok();
@@ -481,6 +497,25 @@ nnpccl_result_t nnpccl_reduce(const void *sendbuf, void *recvbuf, size_t count, 
                               nnpccl_redop_t op, int root, nnpccl_comm_t comm) {
     return run_blocking(comm, make_call(Collective::Reduce, sendbuf, recvbuf, count, datatype, op, root));
 }
+nnpccl_result_t nnpccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount, nnpccl_datatype_t datatype, int root,
+                              nnpccl_comm_t comm) {
+    return run_blocking(comm, make_call(Collective::Gather, sendbuf, recvbuf, sendcount, datatype, NNPCCL_SUM, root));
+}
+nnpccl_result_t nnpccl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, nnpccl_datatype_t datatype,
+                               int root, nnpccl_comm_t comm) {
+    return run_blocking(comm, make_call(Collective::Scatter, sendbuf, recvbuf, recvcount, datatype, NNPCCL_SUM, root));
+}
+nnpccl_result_t nnpccl_alltoall(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype,
+                                nnpccl_comm_t comm) {
+    return run_blocking(comm, make_call(Collective::Alltoall, sendbuf, recvbuf, count, datatype, NNPCCL_SUM, -1));
+}
+nnpccl_result_t nnpccl_send(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                            nnpccl_comm_t comm) {
+    return run_blocking(comm, make_call(Collective::Send, sendbuf, nullptr, count, datatype, NNPCCL_SUM, peer));
+}
+nnpccl_result_t nnpccl_recv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer, nnpccl_comm_t comm) {
+    return run_blocking(comm, make_call(Collective::Recv, nullptr, recvbuf, count, datatype, NNPCCL_SUM, peer));
+}
 nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm) {
     return run_blocking(comm, make_call(Collective::Barrier, nullptr, nullptr, 0, NNPCCL_UINT8, NNPCCL_SUM, -1));
 }
@@ -508,6 +543,31 @@ nnpccl_result_t nnpccl_ibroadcast(const void *sendbuf, void *recvbuf, size_t cou
 nnpccl_result_t nnpccl_ireduce(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype,
                                nnpccl_redop_t op, int root, nnpccl_comm_t comm, nnpccl_request_t *request) {
     return run_nonblocking(comm, make_call(Collective::Reduce, sendbuf, recvbuf, count, datatype, op, root), request);
+}
+nnpccl_result_t nnpccl_igather(const void *sendbuf, void *recvbuf, size_t sendcount, nnpccl_datatype_t datatype,
+                               int root, nnpccl_comm_t comm, nnpccl_request_t *request) {
+    return run_nonblocking(comm, make_call(Collective::Gather, sendbuf, recvbuf, sendcount, datatype, NNPCCL_SUM, root),
+                           request);
+}
+nnpccl_result_t nnpccl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount, nnpccl_datatype_t datatype,
+                                int root, nnpccl_comm_t comm, nnpccl_request_t *request) {
+    return run_nonblocking(comm, make_call(Collective::Scatter, sendbuf, recvbuf, recvcount, datatype, NNPCCL_SUM, root),
+                           request);
+}
+nnpccl_result_t nnpccl_ialltoall(const void *sendbuf, void *recvbuf, size_t count, nnpccl_datatype_t datatype,
+                                 nnpccl_comm_t comm, nnpccl_request_t *request) {
+    return run_nonblocking(comm, make_call(Collective::Alltoall, sendbuf, recvbuf, count, datatype, NNPCCL_SUM, -1),
+                           request);
+}
+nnpccl_result_t nnpccl_isend(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                             nnpccl_comm_t comm, nnpccl_request_t *request) {
+    return run_nonblocking(comm, make_call(Collective::Send, sendbuf, nullptr, count, datatype, NNPCCL_SUM, peer),
+                           request);
+}
+nnpccl_result_t nnpccl_irecv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer, nnpccl_comm_t comm,
+                             nnpccl_request_t *request) {
+    return run_nonblocking(comm, make_call(Collective::Recv, nullptr, recvbuf, count, datatype, NNPCCL_SUM, peer),
+                           request);
 }
 nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request) {
     return run_nonblocking(comm, make_call(Collective::Barrier, nullptr, nullptr, 0, NNPCCL_UINT8, NNPCCL_SUM, -1),

@@ -52,6 +52,7 @@ int bad_input(int rank, int nranks, const nnpccl_unique_id_t &id) {
     if (comm == nullptr) return 1;
     int failures = 0;
     float buf[4] = {1, 2, 3, 4};
+    nnpccl_request_t pending = nullptr;
     // Each refusal is checked at once: the next call replaces the last error.
     auto refused = [&](const char *argument, nnpccl_result_t rc) {
         EXPECT(rc == NNPCCL_ERR_INVALID_ARGUMENT);
@@ -75,12 +76,36 @@ int bad_input(int rank, int nranks, const nnpccl_unique_id_t &id) {
     refused("recvcount", nnpccl_reduce_scatter(buf, buf, SIZE_MAX / 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
     refused("recvbuf", nnpccl_allgather(buf, nullptr, 1, NNPCCL_FLOAT32, comm));
     refused("request", nnpccl_iallreduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm, nullptr));
+    refused("root", nnpccl_gather(buf, buf, 1, NNPCCL_FLOAT32, nranks, comm));
+    refused("sendcount", nnpccl_gather(buf, buf, SIZE_MAX / 8, NNPCCL_FLOAT32, 0, comm));
+    refused("sendbuf", nnpccl_gather(nullptr, buf, 1, NNPCCL_FLOAT32, 0, comm));
+    refused("root", nnpccl_scatter(buf, buf, 1, NNPCCL_FLOAT32, -1, comm));
+    refused("recvbuf", nnpccl_scatter(buf, nullptr, 1, NNPCCL_FLOAT32, 0, comm));
+    // Within the type's limit per rank, beyond it times nranks.
+    refused("count", nnpccl_alltoall(buf, buf, SIZE_MAX / 4 / static_cast<size_t>(nranks) / 2 + 1, NNPCCL_FLOAT32,
+                                     comm));
+    refused("recvbuf", nnpccl_ialltoall(buf, nullptr, 1, NNPCCL_FLOAT32, comm, &pending));
+    refused("peer", nnpccl_send(buf, 1, NNPCCL_FLOAT32, rank, comm));
+    refused("peer", nnpccl_recv(buf, 1, NNPCCL_FLOAT32, nranks, comm));
+    refused("recvbuf", nnpccl_recv(nullptr, 1, NNPCCL_FLOAT32, (rank + 1) % nranks, comm));
+    refused("sendbuf", nnpccl_isend(nullptr, 1, NNPCCL_FLOAT32, (rank + 1) % nranks, comm, &pending));
+    EXPECT(pending == nullptr);
     // Count 0 with NULL buffers is fine.
     EXPECT(nnpccl_allreduce(nullptr, nullptr, 0, NNPCCL_FLOAT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
     // Broadcast's sendbuf is only read on the root.
     EXPECT(nnpccl_broadcast(rank == 0 ? buf : nullptr, buf, 4, NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
     // Reduce's recvbuf is only written on the root.
     EXPECT(nnpccl_reduce(buf, rank == 0 ? buf : nullptr, 4, NNPCCL_FLOAT32, NNPCCL_SUM, 0, comm) == NNPCCL_SUCCESS);
+    // So is gather's; scatter's sendbuf is only read there.
+    std::vector<float> all(static_cast<size_t>(nranks) * 4, 0.0f);
+    EXPECT(nnpccl_gather(buf, rank == 0 ? all.data() : nullptr, 4, NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_scatter(rank == 0 ? all.data() : nullptr, buf, 4, NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
+    // Count 0 sends and receives pair up with NULL buffers too.
+    nnpccl_request_t s0 = nullptr, r0 = nullptr;
+    EXPECT(nnpccl_isend(nullptr, 0, NNPCCL_FLOAT32, (rank + 1) % nranks, comm, &s0) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_irecv(nullptr, 0, NNPCCL_FLOAT32, (rank + nranks - 1) % nranks, comm, &r0) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_wait(s0) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_wait(r0) == NNPCCL_SUCCESS);
     int r = -1, n = -1;
     EXPECT(nnpccl_comm_rank(comm, &r) == NNPCCL_SUCCESS && r == rank);
     EXPECT(nnpccl_comm_size(comm, &n) == NNPCCL_SUCCESS && n == nranks);

@@ -1,5 +1,5 @@
-// Real ranks (processes) over the shared-memory transport: every collective,
-// datatype and op, in place and out of place, on 1 to 5 ranks, with counts
+// Real ranks (processes) over the shared-memory transport: every collective
+// (send and recv: test_p2p_mp.cpp), datatype and op, in place and out of place, on 1 to 5 ranks, with counts
 // 0, 1, primes and counts that do not divide by the rank count, compared bit
 // for bit with the exact result. Chunks are made small so that every call
 // of any size crosses many pipelined chunks.
@@ -30,7 +30,8 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
     int failures = 0;
     const size_t counts[] = {0, 1, 2, 17, 1009, 65537};
     const Collective colls[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
-                                Collective::Broadcast, Collective::Reduce};
+                                Collective::Broadcast, Collective::Reduce,    Collective::Gather,
+                                Collective::Scatter,   Collective::Alltoall};
     std::vector<unsigned char> send, recv;
     for (Collective coll : colls) {
         const bool reduces = coll == Collective::Allreduce || coll == Collective::ReduceScatter || coll == Collective::Reduce;
@@ -55,6 +56,10 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
                         nnpccl_check::lay_out(s, send.data(), recv.data(), &sp, &rp);
                         nnpccl_result_t rc = nnpccl_check::issue(comm, s, sp, rp);
                         size_t wrong = rc == NNPCCL_SUCCESS ? nnpccl_check::count_wrong(s, rp) : 0;
+                        // What the call does not own (a gather's recvbuf off the root, the byte
+                        // past the end) still holds the zeros it was given.
+                        for (size_t b = nnpccl_check::bytes_written(s); b < recv.size(); ++b)
+                            wrong += recv[b] != 0;
                         if (rc != NNPCCL_SUCCESS || wrong != 0) {
                             ++failures;
                             std::fprintf(stderr, "rank %d/%d: %s %s %s count=%zu %s: %s, %zu wrong: %s\n", rank, nranks,

@@ -77,6 +77,18 @@ TEST_CASE("functions without a communicator refuse bad arguments", "[hostile]") 
     CHECK(nnpccl_barrier(nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
     nnpccl_request_t req = nullptr;
     CHECK(nnpccl_ibarrier(nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+    float buf[2] = {0, 0};
+    CHECK(nnpccl_gather(buf, buf, 1, NNPCCL_FLOAT32, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_scatter(buf, buf, 1, NNPCCL_FLOAT32, 0, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_alltoall(buf, buf, 1, NNPCCL_FLOAT32, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_send(buf, 1, NNPCCL_FLOAT32, 1, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_recv(buf, 1, NNPCCL_FLOAT32, 1, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_igather(buf, buf, 1, NNPCCL_FLOAT32, 0, nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_iscatter(buf, buf, 1, NNPCCL_FLOAT32, 0, nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_ialltoall(buf, buf, 1, NNPCCL_FLOAT32, nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_isend(buf, 1, NNPCCL_FLOAT32, 1, nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(nnpccl_irecv(buf, 1, NNPCCL_FLOAT32, 1, nullptr, &req) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(req == nullptr);
 }
 
 TEST_CASE("every collective refuses bad arguments by name and the communicator stays usable", "[hostile]") {
@@ -110,6 +122,35 @@ TEST_CASE("every collective refuses bad arguments by name and the communicator s
     refused("root", nnpccl_ibroadcast(buf, buf, 1, NNPCCL_FLOAT32, 3, comm, &req));
     refused("root", nnpccl_ireduce(buf, buf, 1, NNPCCL_FLOAT32, NNPCCL_SUM, -2, comm, &req));
     refused("request", nnpccl_ibarrier(comm, nullptr));
+    refused("datatype", nnpccl_gather(buf, buf, 1, bad_dt, 0, comm));
+    refused("root", nnpccl_gather(buf, buf, 1, NNPCCL_FLOAT32, 1, comm));
+    refused("sendcount", nnpccl_gather(buf, buf, huge, NNPCCL_FLOAT32, 0, comm));
+    refused("sendbuf", nnpccl_gather(nullptr, buf, 1, NNPCCL_FLOAT32, 0, comm));
+    refused("recvbuf", nnpccl_gather(buf, nullptr, 1, NNPCCL_FLOAT32, 0, comm)); // the root writes it
+    refused("request", nnpccl_igather(buf, buf, 1, NNPCCL_FLOAT32, 0, comm, nullptr));
+    refused("root", nnpccl_igather(buf, buf, 1, NNPCCL_FLOAT32, -1, comm, &req));
+    refused("datatype", nnpccl_scatter(buf, buf, 1, bad_dt, 0, comm));
+    refused("root", nnpccl_scatter(buf, buf, 1, NNPCCL_FLOAT32, 2, comm));
+    refused("recvcount", nnpccl_scatter(buf, buf, huge, NNPCCL_FLOAT32, 0, comm));
+    refused("sendbuf", nnpccl_scatter(nullptr, buf, 1, NNPCCL_FLOAT32, 0, comm)); // the root reads it
+    refused("recvbuf", nnpccl_scatter(buf, nullptr, 1, NNPCCL_FLOAT32, 0, comm));
+    refused("request", nnpccl_iscatter(buf, buf, 1, NNPCCL_FLOAT32, 0, comm, nullptr));
+    refused("datatype", nnpccl_iscatter(buf, buf, 1, bad_dt, 0, comm, &req));
+    refused("datatype", nnpccl_alltoall(buf, buf, 1, bad_dt, comm));
+    refused("count", nnpccl_alltoall(buf, buf, huge, NNPCCL_FLOAT32, comm));
+    refused("sendbuf", nnpccl_alltoall(nullptr, buf, 1, NNPCCL_FLOAT32, comm));
+    refused("recvbuf", nnpccl_alltoall(buf, nullptr, 1, NNPCCL_FLOAT32, comm));
+    refused("request", nnpccl_ialltoall(buf, buf, 1, NNPCCL_FLOAT32, comm, nullptr));
+    refused("count", nnpccl_ialltoall(buf, buf, huge, NNPCCL_FLOAT32, comm, &req));
+    // One rank has no peer: its own rank is not one, nor anything else.
+    refused("peer", nnpccl_send(buf, 1, NNPCCL_FLOAT32, 0, comm));
+    refused("peer", nnpccl_send(buf, 1, NNPCCL_FLOAT32, 1, comm));
+    refused("peer", nnpccl_recv(buf, 1, NNPCCL_FLOAT32, -1, comm));
+    refused("peer", nnpccl_isend(buf, 1, NNPCCL_FLOAT32, 0, comm, &req));
+    refused("peer", nnpccl_irecv(buf, 1, NNPCCL_FLOAT32, 0, comm, &req));
+    refused("datatype", nnpccl_send(buf, 1, bad_dt, 0, comm));
+    refused("request", nnpccl_isend(buf, 1, NNPCCL_FLOAT32, 0, comm, nullptr));
+    refused("request", nnpccl_irecv(buf, 1, NNPCCL_FLOAT32, 0, comm, nullptr));
     refused("rank", nnpccl_comm_rank(comm, nullptr));
     refused("size", nnpccl_comm_size(comm, nullptr));
     refused("async_error", nnpccl_comm_get_async_error(comm, nullptr));
