@@ -27,15 +27,20 @@ using nnpccl::Collective;
 
 struct CollInfo {
     const char *name;
-    Collective coll;
+    Collective coll; // sendrecv: Send (and its Recv)
     bool reduces;
     bool rooted;
+    // sendrecv, as nccl-tests's sendrecv_perf: every rank sends to rank+1 and
+    // receives from rank-1 at once (an isend and an irecv, then both waits).
+    bool exchange = false;
 };
 
 const CollInfo kColls[] = {
     {"allreduce", Collective::Allreduce, true, false},     {"reduce_scatter", Collective::ReduceScatter, true, false},
     {"allgather", Collective::Allgather, false, false},    {"broadcast", Collective::Broadcast, false, true},
-    {"reduce", Collective::Reduce, true, true},
+    {"reduce", Collective::Reduce, true, true},            {"gather", Collective::Gather, false, true},
+    {"scatter", Collective::Scatter, false, true},         {"alltoall", Collective::Alltoall, false, false},
+    {"sendrecv", Collective::Send, false, false, true},
 };
 
 struct Options {
@@ -58,7 +63,9 @@ struct Options {
 
 const char kUsage[] =
     "usage: ccl-bench COLLECTIVE [options]   or   ccl-bench --soak SECONDS [options]\n"
-    "  COLLECTIVE      allreduce | reduce_scatter | allgather | broadcast | reduce\n"
+    "  COLLECTIVE      allreduce | reduce_scatter | allgather | broadcast | reduce | gather |\n"
+    "                  scatter | alltoall | sendrecv (each rank sends to rank+1 and receives\n"
+    "                  from rank-1 at once; it has no in-place form: those columns say N/A)\n"
     "  -b, --minbytes  smallest size in bytes (K, M, G suffixes), default 32M\n"
     "  -e, --maxbytes  largest size, default 32M\n"
     "  -f, --stepfactor  multiply the size by this each step, default 1 (2 when -e > -b)\n"
@@ -68,7 +75,7 @@ const char kUsage[] =
     "  -c, --check     1: verify every result bit for bit (default), 0: do not\n"
     "  -d, --datatype  int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
     "  -o, --op        sum prod min max avg\n"
-    "  -r, --root      root rank of broadcast and reduce, default 0\n"
+    "  -r, --root      root rank of broadcast, reduce, gather and scatter, default 0\n"
     "  -J, --output_file  also write the results as JSON to this file\n"
     "  --transport T   auto (shm within a host, ofi across hosts), shm, or ofi (libfabric,\n"
     "                  NNPCCL_OFI_PROVIDER picks the provider); sets NNPCCL_TRANSPORT\n"
@@ -85,7 +92,8 @@ const char kUsage[] =
     "                  topology (--topo, --np ranks), the planner's choice marked, and the bound\n"
     "  --list-algos    list the algorithms: the collectives each serves, when it applies\n"
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
-    "2(n-1)/n for allreduce, (n-1)/n for reduce_scatter and allgather, 1 otherwise.\n";
+    "2(n-1)/n for allreduce, (n-1)/n for reduce_scatter, allgather, gather, scatter and\n"
+    "alltoall (size: the whole buffer of n blocks), 1 otherwise.\n";
 
 [[noreturn]] void usage_error(const std::string &why) {
     std::fprintf(stderr, "ccl-bench: %s\n%s", why.c_str(), kUsage);
@@ -163,7 +171,9 @@ Options parse_options(int argc, char **argv) {
     if (!algo.empty()) {
         std::string error;
         if (!nnpccl_bench::check_algorithm_name(o.coll->coll, algo, &error)) usage_error("--algo: " + error);
-        setenv("NNPCCL_ALGO", (std::string(o.coll->name) + ":" + algo).c_str(), 1); // every rank inherits it
+        // Every rank inherits it; an exchange is a send and a recv.
+        const std::string forced = o.coll->exchange ? "send:" + algo + ";recv:" + algo : o.coll->name + (":" + algo);
+        setenv("NNPCCL_ALGO", forced.c_str(), 1);
     }
     if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
     if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
@@ -201,6 +211,7 @@ struct Result {
     double busbw = 0;
     uint64_t wrong = 0;
     uint64_t out_of_bounds = 0;
+    bool not_applicable = false; // the in-place columns of sendrecv
 };
 
 // nccl-tests's number formatting: as many decimals as the width allows.
@@ -223,6 +234,8 @@ public:
 
 private:
     nnpccl_check::CallShape shape(size_t total, bool in_place) const;
+    // The receiving half of an exchange whose sending half is `send_shape`.
+    nnpccl_check::CallShape recv_shape(const nnpccl_check::CallShape &send_shape) const;
     nnpccl_result_t call(const void *send, void *recv, const nnpccl_check::CallShape &s);
     Result measure(size_t total, bool in_place);
     double sum_over_ranks(double v);
@@ -250,18 +263,35 @@ nnpccl_check::CallShape Bench::shape(size_t total, bool in_place) const {
     s.collective = o_.coll->coll;
     s.rank = rank_;
     s.nranks = nranks_;
-    s.count = (s.collective == Collective::ReduceScatter || s.collective == Collective::Allgather)
-                  ? total / static_cast<size_t>(nranks_)
-                  : total;
-    s.root = o_.root;
+    s.count = s.blockwise() ? total / static_cast<size_t>(nranks_) : total;
+    s.root = o_.coll->exchange ? (rank_ + 1) % nranks_ : o_.root;
     s.dt = o_.dt;
     s.op = o_.op;
     s.in_place = in_place;
     return s;
 }
 
+nnpccl_check::CallShape Bench::recv_shape(const nnpccl_check::CallShape &send_shape) const {
+    nnpccl_check::CallShape r = send_shape;
+    r.collective = Collective::Recv;
+    r.root = (rank_ + nranks_ - 1) % nranks_;
+    return r;
+}
+
 nnpccl_result_t Bench::call(const void *send, void *recv, const nnpccl_check::CallShape &s) {
-    return nnpccl_check::issue(comm_, s, send, recv);
+    if (!o_.coll->exchange) return nnpccl_check::issue(comm_, s, send, recv);
+    const int from = recv_shape(s).root;
+    nnpccl_request_t sent = nullptr, received = nullptr;
+    nnpccl_result_t rc = nnpccl_isend(send, s.count, s.dt, s.root, comm_, &sent);
+    if (rc != NNPCCL_SUCCESS) return rc;
+    rc = nnpccl_irecv(recv, s.count, s.dt, from, comm_, &received);
+    if (rc != NNPCCL_SUCCESS) {
+        nnpccl_wait(sent);
+        return rc;
+    }
+    nnpccl_result_t rc_send = nnpccl_wait(sent);
+    nnpccl_result_t rc_recv = nnpccl_wait(received);
+    return rc_send != NNPCCL_SUCCESS ? rc_send : rc_recv;
 }
 
 double Bench::sum_over_ranks(double v) {
@@ -273,7 +303,14 @@ double Bench::sum_over_ranks(double v) {
 
 Result Bench::measure(size_t total, bool in_place) {
     Result res;
+    // Sending from and receiving into one buffer at once is no exchange.
+    if (o_.coll->exchange && in_place) {
+        res.not_applicable = true;
+        return res;
+    }
     const nnpccl_check::CallShape sh = shape(total, in_place);
+    // What the output is checked against: the call's own shape, or an exchange's receiving half.
+    const nnpccl_check::CallShape out_shape = o_.coll->exchange ? recv_shape(sh) : sh;
     const void *send = nullptr;
     void *recv = nullptr;
     auto prepare = [&] {
@@ -302,9 +339,9 @@ Result Bench::measure(size_t total, bool in_place) {
     if (o_.check) {
         prepare();
         if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
-        uint64_t wrong = nnpccl_check::count_wrong(sh, recv);
+        uint64_t wrong = nnpccl_check::count_wrong(out_shape, recv);
         // Nothing may be written past what the call owns, nor into the send buffer's guard.
-        uint64_t oob = recv_buf_->damaged(nnpccl_check::bytes_written(sh));
+        uint64_t oob = recv_buf_->damaged(nnpccl_check::bytes_written(out_shape));
         if (!in_place) oob += send_buf_->damaged(sh.send_elems() * elem_);
         res.wrong = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(wrong)));
         res.out_of_bounds = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(oob)));
@@ -357,6 +394,7 @@ int Bench::run() {
     for (size_t total : totals) {
         Result r[2] = {measure(total, false), measure(total, true)};
         for (const Result &x : r) {
+            if (x.not_applicable) continue;
             busbw_sum += x.busbw;
             ++busbw_count;
             wrong_total += x.wrong;
@@ -367,6 +405,10 @@ int Bench::run() {
         const char *opname = o_.coll->reduces ? nnpccl::redop_name(o_.op) : "none";
         std::printf("%12zu  %12zu  %8s  %6s  %6d", total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
         for (const Result &x : r) {
+            if (x.not_applicable) {
+                std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+                continue;
+            }
             std::printf("  %7s  %6s  %6s", fmt_num(x.time_us, 7).c_str(), fmt_num(x.algbw, 6).c_str(),
                         fmt_num(x.busbw, 6).c_str());
             if (o_.check) std::printf("  %6" PRIu64, x.wrong);
@@ -379,7 +421,8 @@ int Bench::run() {
                          total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
             const char *names[2] = {"out_of_place", "in_place"};
             for (int k = 0; k < 2; ++k)
-                std::fprintf(json, ",\"%s\":{\"time\":%.3f,\"alg_bw\":%.4f,\"bus_bw\":%.4f,\"nwrong\":%s}", names[k],
+                if (r[k].not_applicable) std::fprintf(json, ",\"%s\":null", names[k]);
+                else std::fprintf(json, ",\"%s\":{\"time\":%.3f,\"alg_bw\":%.4f,\"bus_bw\":%.4f,\"nwrong\":%s}", names[k],
                              r[k].time_us, r[k].algbw, r[k].busbw,
                              o_.check ? std::to_string(r[k].wrong).c_str() : "null");
             std::fprintf(json, "}");
@@ -409,6 +452,11 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
         nnpccl_comm_destroy(comm);
         return 2;
     }
+    if (o.coll->exchange && o.soak_seconds == 0 && nranks < 2) {
+        if (rank == 0) std::fprintf(stderr, "ccl-bench: sendrecv needs 2 ranks or more (a rank cannot send to itself)\n");
+        nnpccl_comm_destroy(comm);
+        return 2;
+    }
     int status = o.soak_seconds > 0 ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes)
                                     : Bench(o, comm, rank, nranks).run();
     nnpccl_result_t rc = nnpccl_comm_destroy(comm);
@@ -429,7 +477,8 @@ nnpccl_bench::ExplainRequest explain_request(const Options &o) {
     r.step_factor = o.step_factor;
     r.step_bytes = o.step_bytes;
     r.datatype = o.dt;
-    r.root = o.coll->rooted ? o.root : -1;
+    // An exchange is planned as rank 0's send to rank 1.
+    r.root = o.coll->rooted ? o.root : o.coll->exchange ? 1 : -1;
     return r;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,12 +72,14 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     int fds_before = -1;
     const auto t0 = std::chrono::steady_clock::now();
     uint64_t ops = 0, bytes = 0, wrong = 0, out_of_bounds = 0;
+    // Not send and recv: a rank's random call would have no partner.
     const Collective colls[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
-                                Collective::Broadcast, Collective::Reduce, Collective::Barrier};
+                                Collective::Broadcast, Collective::Reduce,        Collective::Barrier,
+                                Collective::Gather,    Collective::Scatter,       Collective::Alltoall};
     bool go_on = true;
     while (go_on) {
         nnpccl_check::CallShape s;
-        s.collective = colls[rng() % 6];
+        s.collective = colls[rng() % std::size(colls)];
         s.rank = rank;
         s.nranks = nranks;
         s.dt = static_cast<nnpccl_datatype_t>(rng() % NNPCCL_NUM_DATATYPES);
