@@ -13,6 +13,13 @@ namespace nnpccl {
 // reduce-scatter, allgather, broadcast, reduce. See ring.cpp for costs.
 Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<int>> &rings);
 
+// The channels the "ring" algorithm runs on: every ring of `rings` forward
+// and, when it has more than two ranks, backward too (a ring of two is one
+// link both ways already), in the order ring 0 forward, ring 0 backward,
+// ring 1 forward, ... Edge-disjoint rings both ways load every link
+// direction they use once, so each chip's ports all carry data.
+std::vector<std::vector<int>> ring_channels(const std::vector<std::vector<int>> &rings);
+
 // Direct (one-shot) allreduce for small messages: everyone sends everything
 // to everyone and folds the contributions in rank order. See direct.cpp.
 Schedule build_direct_allreduce(const CollectiveArgs &args);
@@ -31,14 +38,29 @@ Schedule build_double_binary_tree(const CollectiveArgs &args);
 
 // 2D torus allreduce on an x-by-y grid of ranks, grid[i + j*x] at (i, j)
 // (rank r at (r % x, r / x) without a grid): reduce-scatter along X,
-// allreduce along Y, allgather along X on two channels (one per ring
-// direction) and the same with Y and X swapped on two more, a quarter of
-// the data each. Needs x*y == args.nranks and a grid holding every rank
-// once. See torus2d.cpp. Any other collective, or a grid that does not fit,
-// gets a schedule without channels.
-constexpr size_t kTorus2dChannels = 4;
+// allreduce along Y, allgather along X, and the same with Y and X swapped,
+// each both ways round the rings, on the channels torus2d_layout() gives.
+// Needs x*y == args.nranks and a grid holding every rank once. See
+// torus2d.cpp. Any other collective, or a grid that does not fit, gets a
+// schedule without channels.
+constexpr size_t kTorus2dChannels = 8;
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y);
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid);
+
+// One channel of the 2D torus: which dimension it goes along first, which
+// way round, its elements, and how many elements its first slice holds
+// when that slice is short (0: every slice is full but for rounding).
+struct Torus2dChannel {
+    bool x_first = true;
+    bool reversed = false;
+    size_t begin = 0;
+    size_t count = 0;
+    size_t lead = 0;
+};
+// The kTorus2dChannels channels of an allreduce of `count` elements on an
+// x-by-y grid in slices of up to x*y*chunk elements: the builder runs them
+// and the cost model times them, so both read the same layout.
+std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t chunk);
 
 // Dissemination barrier: ceil(log2 p) rounds of zero-byte messages.
 Schedule build_dissemination_barrier(const CollectiveArgs &args, const std::vector<int> &ring);

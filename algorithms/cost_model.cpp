@@ -38,9 +38,10 @@ constexpr double kDeviceReduceUsPerByte = 3.0 / 1.2e6;
 // Ranks up to which every transfer's route is traced (nnpt-pod1024 is
 // 1024; a route search there takes about 0.15 ms).
 constexpr int kTracedSources = 1024;
-// The 2D torus simulation runs this many slices per channel and
-// extrapolates the rest from the last few (full slices repeat).
-constexpr size_t kSimulatedSlices = 8;
+// The 2D torus simulation runs up to this many full slices on the busiest
+// channel (the others in proportion) and extrapolates the rest (full
+// slices repeat).
+constexpr size_t kSimulatedSlices = 64;
 
 double us_for(double bytes, double gbps) {
     if (bytes <= 0) return 0;
@@ -242,7 +243,8 @@ double lower_bound_us(const CollectiveArgs &args, const Topology &topology) {
                   topology.min_injection_gbps());
 }
 
-// Ring (ring.cpp), k = the topology's rings, each a channel with S/k:
+// Ring (ring.cpp), k = the channels of the topology's rings, each ring both
+// ways (ring_channels()), each channel with S/k:
 //   allreduce       2(p-1)·s messages, s = ceil(S/k / (p·C)) slices; 2(p-1)/p·S/k bytes per hop
 //   reduce-scatter, allgather  (p-1)·ceil(S/(k·p) / C) messages; (p-1)/p·S/k bytes per hop
 //   broadcast, reduce  a chain from (into) the root: (p-2+c)·(α + S/(k·c)·β), c = ceil(S/k / C)
@@ -253,12 +255,22 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     const int p = args.nranks;
     if (p <= 1) return 0;
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
-    const std::vector<RingEmbedding> &rings = t.ring_embeddings();
-    const double share = total / static_cast<double>(rings.size());
+    // A ring's embedding costs both directions (its slowest hop either
+    // way), so the backward channel takes the same α and β over the
+    // reversed ranks.
+    struct Channel {
+        const RingEmbedding *ring;
+        std::vector<int> ranks;
+    };
+    std::vector<Channel> channels;
+    for (const RingEmbedding &ring : t.ring_embeddings())
+        for (std::vector<int> &ranks : ring_channels({ring.ranks})) channels.push_back({&ring, std::move(ranks)});
+    const double share = total / static_cast<double>(channels.size());
     std::vector<Flow> flows;
     double slowest_channel = 0;
-    for (const RingEmbedding &ring : rings) {
-        const double alpha = ring.hop_latency_us, gbps = ring.bottleneck_gbps;
+    for (const Channel &channel : channels) {
+        const std::vector<int> &ranks = channel.ranks;
+        const double alpha = channel.ring->hop_latency_us, gbps = channel.ring->bottleneck_gbps;
         double channel_us = 0, hop_bytes = 0;
         int root_position = 0;
         switch (args.collective) {
@@ -275,8 +287,7 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
             const double pieces = messages(share, chunk);
             hop_bytes = share;
             channel_us = (p - 2 + pieces) * (alpha + us_for(share / pieces, gbps));
-            root_position = static_cast<int>(std::find(ring.ranks.begin(), ring.ranks.end(), args.root) -
-                                             ring.ranks.begin());
+            root_position = static_cast<int>(std::find(ranks.begin(), ranks.end(), args.root) - ranks.begin());
             break;
         }
         }
@@ -286,7 +297,7 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
             // A chain has no hop back into its start (broadcast: the root; reduce: the one after it).
             if (chain && (i + 1) % p == (args.collective == Collective::Broadcast ? root_position : (root_position + 1) % p))
                 continue;
-            flows.push_back({ring.ranks[static_cast<size_t>(i)], ring.ranks[static_cast<size_t>((i + 1) % p)], hop_bytes});
+            flows.push_back({ranks[static_cast<size_t>(i)], ranks[static_cast<size_t>((i + 1) % p)], hop_bytes});
         }
     }
     const double transfer = std::max(slowest_channel, concurrent(t, flows).transfer_us);
@@ -430,16 +441,18 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
     return with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced);
 }
 
-// 2D torus (torus2d.cpp): four channels of S/4, each a chain of messages
-// on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()): per slice
-// t(a-1) messages of slice/(t·a) along the first dimension, 2(b-1) of
-// slice/(a·b) along the second, t(a-1) along the first again. The ports
-// take the latency and bandwidth of the grid's first row and column.
+// 2D torus (torus2d.cpp): the channels of torus2d_layout(), each a chain of
+// messages on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()):
+// per slice of E elements t(a-1) messages of E/(t·a) along the first
+// dimension, 2(b-1) of E/(a·b) along the second, t(a-1) along the first
+// again. The ports take the latency and bandwidth of the grid's first row
+// and column.
 double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     const RankGrid *grid = t.torus();
     if (p <= 1 || grid == nullptr) return p <= 1 ? 0 : kInfinity;
-    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const double total = static_cast<double>(call_bytes(args)), elem = static_cast<double>(args.elem_size);
+    const size_t chunk = std::max<size_t>(1, args.chunk_elems);
     std::vector<int> row, column;
     for (int i = 0; i < grid->x; ++i) row.push_back(grid->rank(i, 0));
     for (int j = 0; j < grid->y; ++j) column.push_back(grid->rank(0, j));
@@ -449,35 +462,48 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
                                       along_y.bottleneck_gbps};
     const std::vector<double> latency = {along_x.hop_latency_us, along_x.hop_latency_us, along_y.hop_latency_us,
                                          along_y.hop_latency_us};
-    const double share = total / static_cast<double>(kTorus2dChannels);
-    // Every channel has the same number of equal slices; simulate a few.
-    const double slices = messages(share, p * chunk), slice = share / std::max(1.0, slices);
-    auto simulate = [&](size_t slices_run) {
-        std::vector<std::vector<PortMessage>> channels(kTorus2dChannels);
-        for (size_t c = 0; c < kTorus2dChannels; ++c) {
-            const bool x_first = c < 2, reversed = c % 2 == 1;
-            const int a = x_first ? grid->x : grid->y, b = x_first ? grid->y : grid->x;
-            const int first = x_first ? (reversed ? XBackward : XForward) : (reversed ? YBackward : YForward);
-            const int second = x_first ? (reversed ? YBackward : YForward) : (reversed ? XBackward : XForward);
-            const size_t row_slices = smallest_divisor_at_least(b, messages(slice, a * chunk));
-            const size_t along_first = row_slices * static_cast<size_t>(a - 1), along_second = 2 * static_cast<size_t>(b - 1);
-            const PortMessage row_piece{first, slice / static_cast<double>(row_slices * static_cast<size_t>(a))};
-            const PortMessage column_piece{second, slice / p};
-            for (size_t k = 0; k < slices_run; ++k) {
+    const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, grid->x, grid->y, chunk);
+    const size_t slice_elems = chunk * static_cast<size_t>(p);
+    // Per channel: its full slices after the lead one, and their size.
+    std::vector<size_t> full(layout.size());
+    double most = 0;
+    for (size_t c = 0; c < layout.size(); ++c) {
+        full[c] = messages(static_cast<double>(layout[c].count - layout[c].lead), static_cast<double>(slice_elems));
+        most = std::max(most, static_cast<double>(full[c]));
+    }
+    // Runs every channel with `scale` of its full slices.
+    auto simulate = [&](double scale) {
+        std::vector<std::vector<PortMessage>> channels(layout.size());
+        for (size_t c = 0; c < layout.size(); ++c) {
+            const Torus2dChannel &ch = layout[c];
+            const int a = ch.x_first ? grid->x : grid->y, b = ch.x_first ? grid->y : grid->x;
+            const int first = ch.x_first ? (ch.reversed ? XBackward : XForward) : (ch.reversed ? YBackward : YForward);
+            const int second = ch.x_first ? (ch.reversed ? YBackward : YForward) : (ch.reversed ? XBackward : XForward);
+            auto add_slice = [&](double elems) {
+                const size_t row_slices = smallest_divisor_at_least(b, messages(elems, static_cast<double>(a) * chunk));
+                const size_t along_first = row_slices * static_cast<size_t>(a - 1), along_second = 2 * static_cast<size_t>(b - 1);
+                const PortMessage row_piece{first, elems * elem / static_cast<double>(row_slices * static_cast<size_t>(a))};
+                const PortMessage column_piece{second, elems * elem / p};
                 channels[c].insert(channels[c].end(), along_first, row_piece);    // reduce-scatter
                 channels[c].insert(channels[c].end(), along_second, column_piece); // allreduce
                 channels[c].insert(channels[c].end(), along_first, row_piece);    // allgather
-            }
+            };
+            if (ch.lead > 0) add_slice(static_cast<double>(ch.lead));
+            if (full[c] == 0) continue;
+            const double size = static_cast<double>(ch.count - ch.lead) / static_cast<double>(full[c]);
+            const auto run = static_cast<size_t>(std::max(1.0, std::round(static_cast<double>(full[c]) * scale)));
+            for (size_t k = 0; k < run; ++k) add_slice(size);
         }
         return simulate_ports(channels, gbps, latency);
     };
     double transfer = 0;
-    if (slices <= static_cast<double>(kSimulatedSlices)) {
-        transfer = simulate(static_cast<size_t>(slices));
+    const double simulated = static_cast<double>(kSimulatedSlices);
+    if (most <= simulated) {
+        transfer = simulate(1.0);
     } else {
-        const double many = simulate(kSimulatedSlices), half = simulate(kSimulatedSlices / 2);
-        const double per_slice = (many - half) / static_cast<double>(kSimulatedSlices / 2);
-        transfer = many + (slices - static_cast<double>(kSimulatedSlices)) * per_slice;
+        // Full slices repeat: time grows by the same step per slice.
+        const double many = simulate(simulated / most), half = simulate(simulated / 2 / most);
+        transfer = many + (most - simulated) * (many - half) / (simulated / 2);
     }
     return with_reduction(t, inputs, args.elem_size, transfer, (p - 1.0) / p * total);
 }

@@ -39,7 +39,7 @@ bool torus2d_applies(const CollectiveArgs &args, const Topology &t, std::string 
     return false;
 }
 
-Schedule build_ring_on(const CollectiveArgs &args, const Topology &t) { return build_ring(args, t.rings()); }
+Schedule build_ring_on(const CollectiveArgs &args, const Topology &t) { return build_ring(args, ring_channels(t.rings())); }
 
 Schedule build_direct_on(const CollectiveArgs &args, const Topology &) {
     switch (args.collective) {
@@ -74,7 +74,7 @@ Schedule build_dissemination_on(const CollectiveArgs &args, const Topology &t) {
 }
 
 int one_channel(const Topology &) { return 1; }
-int one_per_ring(const Topology &t) { return static_cast<int>(t.rings().size()); }
+int ring_channel_count(const Topology &t) { return static_cast<int>(ring_channels(t.rings()).size()); }
 int two_trees(const Topology &) { return 2; }
 int torus2d_channels(const Topology &t) { return t.torus() != nullptr ? static_cast<int>(kTorus2dChannels) : 0; }
 
@@ -87,12 +87,12 @@ bool AlgorithmInfo::serves_collective(Collective c) const {
 // In order of preference when predictions tie.
 const std::vector<AlgorithmInfo> &algorithm_registry() {
     static const std::vector<AlgorithmInfo> registry = {
-        {"ring", "pipelined ring on each edge-disjoint Hamiltonian ring of the topology (one channel per ring), "
-                 "data split across them",
+        {"ring", "pipelined ring on each edge-disjoint Hamiltonian ring of the topology, both directions of each "
+                 "(one channel per ring and direction), data split across the channels",
          "", {C::Allreduce, C::ReduceScatter, C::Allgather, C::Broadcast, C::Reduce},
-         build_ring_on, always, predict_ring_us, one_per_ring},
-        {"torus2d", "rings along X, then Y, then X, and along Y, X, Y on the transposed grid, both directions: "
-                    "four channels, 2(x+y-2) steps instead of the ring's 2(p-1)",
+         build_ring_on, always, predict_ring_us, ring_channel_count},
+        {"torus2d", "rings along X, then Y, then X, and along Y, X, Y on the transposed grid, both directions, "
+                    "two channels each (eight): 2(x+y-2) steps instead of the ring's 2(p-1)",
          "a 2D torus whose rank grid x*y holds every rank (torus:XxY, nnpt-pod32, nnpt-pod1024)", {C::Allreduce},
          build_torus2d_on, torus2d_applies, predict_torus2d_us, torus2d_channels},
         {"double_binary_tree", "two binary trees, no rank inner in both, half the data each, chunks pipelined "

@@ -3,37 +3,48 @@
 // X first: a ring reduce-scatter along each X ring (row) leaves rank (i, j)
 // with piece i of its row's sum, a ring allreduce along each Y ring
 // (column) sums piece i over the rows, and a ring allgather along X spreads
-// it. Y first: the same on the transposed grid. Four channels, a quarter of
-// the data each: X first forward, X first backward, Y first forward, Y
-// first backward, so a chip's four ports (X+, X-, Y+, Y-) all carry data in
-// every phase. Every message is one piece of at most a chunk: data goes in
-// slices of up to x·y chunks, a slice around the rows in t row slices.
+// it. Y first: the same on the transposed grid. Every message is one piece
+// of at most a chunk: data goes in slices of up to x·y chunks, a slice
+// around the rows in t row slices.
+//
+// Eight channels (torus2d_layout()): X first forward, X first backward, Y
+// first forward, Y first backward, two channels of each, so a chip's four
+// ports (X+, X-, Y+, Y-) all carry data and each carries two channels.
+// Why two: a channel is a chain of steps that each wait for the message
+// before, so alone on a port it leaves the port idle for α after every
+// message (1 µs after each 9.36 µs chunk on NNP-T); with a second channel
+// on the port, one's message crosses while the other's waits. Why the
+// second of each pair starts with half a slice: otherwise the two run in
+// step, reach the same dimension at the same moment, and leave the other
+// dimension's ports idle meanwhile.
+//
+// Why the X-first channels take f = (xy-2x+1) / (2(x-1)(y-1)) of the data
+// (17/42 on 8x4, 1/2 on a square grid): an X-first channel moves 2(x-1)/x
+// of its bytes on X ports and 2(y-1)/(xy) on Y ports, a Y-first one the
+// mirror, and that f loads X and Y ports with the same bytes, 2(p-1)/p·n/4
+// each: the allreduce bound. Equal shares put 35/31 of the bound on the X
+// ports of 8x4. The cost model simulates these channels message by message
+// (cost_model.cpp): on nnpt-pod32 (8x4, 56 GB/s ports, 1 µs hops, 512 KiB
+// chunks) at 1 GiB they come to 92% of the bound's busbw, where four
+// channels of equal quarters came to 82% and eight of equal shares to 88%
+// (the X ports the bottleneck). From 16 to 256 MiB a channel has few
+// slices and the ports idle at its start and end: there the ring both ways
+// does better (below, the torus's fewer hops win).
 //
 // p = x·y ranks, n bytes, α per message, β per byte of one port, γ per byte
-// reduced, C bytes per chunk. A channel along a (first) by b (second): s =
-// ceil(n / (4·p·C)) slices, t the least divisor of b that is at least
+// reduced, C bytes per chunk. A channel along a (first) by b (second): s
+// slices of its share, t the least divisor of b that is at least
 // ceil(slice / (a·C)) (1 while a slice is at most a chunks per row, b for
 // full slices):
 //
 //   allreduce   s·(2t(a-1) + 2(b-1))·α  per channel (= 2(x+y-2)·α for
-//                 n <= 4·min(x,y)·C: the point of the torus, x+y-2 hops
-//                 instead of the ring's p-1)
-//               + max(2(p-1)/p·(n/4)·β,  a channel's own bytes, one port at a time
-//                     (L-1)(S+1)/p·(n/2)·β)  the busiest port, L >= S the sides
+//                 small n: the point of the torus, x+y-2 hops instead of
+//                 the ring's p-1)
+//               + 2(p-1)/p·(n/4)·β  per port, once the channels keep it busy
 //               + (p-1)/p·nγ
 //
-// A channel carries 2(a-1)/a·(n/4) on its first dimension and 2(b-1)/(ab)·
-// (n/4) on its second, 2(p-1)/p·(n/4) in all. Why equal quarters: a
-// channel is a chain of steps that each wait for the one before, so no
-// share can beat its own bytes crossing one port at a time, and quarters
-// put every channel at the allreduce bound 2(p-1)/p·n/(4 ports). The ports
-// are then even only on a square grid: on 8x4 the X ports carry 35/31 of
-// the bound. Evening out the ports instead (X first taking 17/42 of the
-// data on 8x4) leaves the Y first channels 19% over the bound. In a
-// message-level simulation of 8x4 (1 µs hops, 56 GB/s ports, 512 KiB
-// chunks, 1 GiB) equal quarters finish at 1.22x the bound, even ports at
-// 1.42x. Each element is reduced once, on its column ring, and copied from
-// there: all ranks hold the same bits.
+// Each element is reduced once, on its column ring, and copied from there:
+// all ranks hold the same bits.
 #include <algorithm>
 #include <numeric>
 #include <utility>
@@ -141,21 +152,23 @@ struct ChannelGrid {
     }
 };
 
-// Allreduce of the elements [lo, lo + len) on one channel: along the rows
-// of `grid`, then its columns, then its rows again, every ring forward or
-// every ring `reversed`.
-void allreduce_on_grid(const ChannelGrid &grid, int rank, bool reversed, size_t lo, size_t len, size_t chunk,
+// Allreduce of one channel's elements along the rows of `grid`, then its
+// columns, then its rows again, every ring forward or every ring `reversed`.
+void allreduce_on_grid(const ChannelGrid &grid, int rank, const Torus2dChannel &channel, size_t chunk,
                        std::vector<Step> &out) {
     const int x = grid.width, y = grid.height;
     const auto here = std::find(grid.rank_at.begin(), grid.rank_at.end(), rank) - grid.rank_at.begin();
     const int mine_i = static_cast<int>(here) % x, mine_j = static_cast<int>(here) / x;
-    const RingPattern row(grid.row(mine_j, reversed), rank);
-    const RingPattern column(grid.column(mine_i, reversed), rank);
+    const RingPattern row(grid.row(mine_j, channel.reversed), rank);
+    const RingPattern column(grid.column(mine_i, channel.reversed), rank);
     const auto row_size = static_cast<size_t>(x);
-    const size_t slices = balanced_pieces(len, chunk * row_size * static_cast<size_t>(y));
-    for (size_t k = 0; k < slices; ++k) {
-        const size_t first = lo + piece_begin(len, slices, k);
-        const size_t last = first + piece_size(len, slices, k);
+    const size_t end = channel.begin + channel.count, rest = channel.begin + channel.lead;
+    std::vector<ElemRange> slices;
+    if (channel.lead > 0) slices.push_back(ElemRange{channel.begin, rest});
+    for (const ElemRange &s : split(rest, end, balanced_pieces(end - rest, chunk * row_size * static_cast<size_t>(y))))
+        slices.push_back(s);
+    for (const ElemRange &slice : slices) {
+        const size_t first = slice.begin, last = slice.end;
         if (x == 1 && y == 1) {
             StepList(out).add(kStore, -1, -1, BufRef{Buf::Send, first}, BufRef{Buf::Recv, first}, last - first, true);
             continue;
@@ -199,6 +212,31 @@ bool is_permutation_of_ranks(const std::vector<int> &grid, int nranks) {
 
 } // namespace
 
+std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t chunk) {
+    // The share of the X-first channels that loads X and Y ports alike:
+    // f·2(x-1)/x + (1-f)·2(x-1)/(xy) = f·2(y-1)/(xy) + (1-f)·2(y-1)/y.
+    size_t num = 1, den = 2;
+    if (x > 1 && y > 1) {
+        num = static_cast<size_t>(x * y - 2 * x + 1);
+        den = 2 * static_cast<size_t>(x - 1) * static_cast<size_t>(y - 1);
+    }
+    const size_t x_first = count / den * num + count % den * num / den;
+    const size_t slice = std::max<size_t>(1, chunk) * static_cast<size_t>(x) * static_cast<size_t>(y);
+    std::vector<Torus2dChannel> layout;
+    for (size_t c = 0; c < kTorus2dChannels; ++c) {
+        Torus2dChannel ch;
+        ch.x_first = c < kTorus2dChannels / 2;
+        ch.reversed = c % 4 >= 2;
+        const size_t lo = ch.x_first ? 0 : x_first, hi = ch.x_first ? x_first : count;
+        ch.begin = lo + piece_begin(hi - lo, 4, c % 4);
+        ch.count = piece_size(hi - lo, 4, c % 4);
+        // The second channel of each pair starts half a slice out of step.
+        if (c % 2 == 1 && ch.count > slice) ch.lead = slice / 2;
+        layout.push_back(ch);
+    }
+    return layout;
+}
+
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid) {
     Schedule sched;
     sched.algorithm = "torus2d";
@@ -208,13 +246,10 @@ Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vect
     const size_t chunk = std::max<size_t>(1, args.chunk_elems);
     const ChannelGrid by_rows{x, y, grid};
     const ChannelGrid by_columns = by_rows.transposed();
-    sched.channels.resize(kTorus2dChannels);
-    for (size_t c = 0; c < kTorus2dChannels; ++c) {
-        const bool x_first = c < 2, reversed = c % 2 == 1;
-        allreduce_on_grid(x_first ? by_rows : by_columns, args.rank, reversed,
-                          piece_begin(args.count, kTorus2dChannels, c), piece_size(args.count, kTorus2dChannels, c),
-                          chunk, sched.channels[c]);
-    }
+    const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, x, y, chunk);
+    sched.channels.resize(layout.size());
+    for (size_t c = 0; c < layout.size(); ++c)
+        allreduce_on_grid(layout[c].x_first ? by_rows : by_columns, args.rank, layout[c], chunk, sched.channels[c]);
     return sched;
 }
 

@@ -275,7 +275,9 @@ TEST_CASE("2D torus sends 2(x+y-2) messages per channel when a slice fits the ro
         const int x = g.first, y = g.second;
         CollectiveArgs args;
         args.nranks = x * y;
-        args.count = static_cast<size_t>(16 * x * y); // every piece of every channel non-empty
+        // Every piece of every channel non-empty: the smallest channel, an
+        // X-first one on 4x2, has 1/24 of the data (torus2d_layout()).
+        args.count = static_cast<size_t>(32 * x * y);
         args.chunk_elems = 1 << 20;
         for (int r = 0; r < args.nranks; ++r) {
             args.rank = r;
@@ -291,9 +293,10 @@ TEST_CASE("2D torus sends 2(x+y-2) messages per channel when a slice fits the ro
     }
 }
 
-// Channels 0 and 1 go X first (their first messages travel along a row),
-// 2 and 3 Y first (along a column); 0 and 2 forward, 1 and 3 backward: so
-// each of a rank's four neighbours gets the first message of one channel.
+// Channels 0-3 go X first (their first messages travel along a row), 4-7
+// Y first (along a column); of each four, the first two forward and the
+// last two backward: so each of a rank's four neighbours gets the first
+// message of two channels.
 TEST_CASE("2D torus channels start on all four ports", "[schedules][library]") {
     const int x = 4, y = 3;
     CollectiveArgs args;
@@ -306,13 +309,47 @@ TEST_CASE("2D torus channels start on all four ports", "[schedules][library]") {
         const int right = (i + 1) % x + j * x, left = (i + x - 1) % x + j * x;
         const int down = i + (j + 1) % y * x, up = i + (j + y - 1) % y * x;
         const Schedule s = build_torus2d(args, x, y);
-        REQUIRE(s.channels.size() == 4);
+        REQUIRE(s.channels.size() == 8);
         INFO("rank " << r);
-        CHECK(s.channels[0].front().send_peer == right);
-        CHECK(s.channels[1].front().send_peer == left);
-        CHECK(s.channels[2].front().send_peer == down);
-        CHECK(s.channels[3].front().send_peer == up);
+        for (size_t copy : {0, 1}) {
+            CHECK(s.channels[0 + copy].front().send_peer == right);
+            CHECK(s.channels[2 + copy].front().send_peer == left);
+            CHECK(s.channels[4 + copy].front().send_peer == down);
+            CHECK(s.channels[6 + copy].front().send_peer == up);
+        }
     }
+}
+
+// X-first channels take the share that loads X and Y ports alike, and the
+// second channel of each pair starts with half a slice.
+TEST_CASE("2D torus layout: balanced ports, every element once, pairs out of step", "[schedules][library]") {
+    for (const auto &g : {std::pair<int, int>{8, 4}, {4, 4}, {4, 2}, {5, 1}, {1, 1}}) {
+        const int x = g.first, y = g.second;
+        const size_t chunk = 16, slice = chunk * static_cast<size_t>(x * y), count = 10 * slice + 3;
+        const std::vector<Torus2dChannel> layout = torus2d_layout(count, x, y, chunk);
+        INFO(x << "x" << y);
+        REQUIRE(layout.size() == kTorus2dChannels);
+        size_t next = 0, x_first = 0;
+        for (size_t c = 0; c < layout.size(); ++c) {
+            CHECK(layout[c].begin == next);
+            next += layout[c].count;
+            x_first += layout[c].x_first ? layout[c].count : 0;
+            CHECK(layout[c].reversed == (c % 4 >= 2));
+            CHECK(layout[c].lead == (c % 2 == 1 && layout[c].count > slice ? slice / 2 : 0));
+        }
+        CHECK(next == count);
+        // Bytes per element on X ports and on Y ports, X-first share f:
+        // f·2(x-1)/x + (1-f)·2(x-1)/(xy) against f·2(y-1)/(xy) + (1-f)·2(y-1)/y.
+        const double f = static_cast<double>(x_first) / static_cast<double>(count);
+        if (x > 1 && y > 1) {
+            const double on_x = f * 2 * (x - 1) / x + (1 - f) * 2 * (x - 1) / (x * y);
+            const double on_y = f * 2 * (y - 1) / (x * y) + (1 - f) * 2 * (y - 1) / y;
+            CHECK(on_x == Approx(on_y).epsilon(0.01));
+        } else {
+            CHECK(f == Approx(0.5).epsilon(0.01));
+        }
+    }
+    CHECK(torus2d_layout(42 * 4 * 32, 8, 4, 1000)[0].count == 17 * 32); // 17/42 go X first, a quarter each
 }
 
 TEST_CASE("the library's reductions are exact for every datatype and op, avg dividing once", "[schedules][library]") {
