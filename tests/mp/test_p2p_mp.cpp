@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check_data.hpp"
@@ -195,6 +196,71 @@ int ordering(int rank, int nranks, const nnpccl_unique_id_t &id) {
     return failures;
 }
 
+// Sends and receives between collectives: rank 0 posts a long isend to
+// rank 1 and then an allreduce, which may only start once the send has
+// finished; rank 1 posts the irecv and the same allreduce; rank 2 and up
+// only call the allreduce, and wait meanwhile. Then the nonblocking
+// collectives (igather, iscatter, ialltoall) and an isend/irecv ring all
+// pending at once, waited for in reverse.
+int mixed_with_collectives(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = join(rank, nranks, id);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    const size_t count = 200003;
+    std::vector<double> big(count, rank == 0 ? 2.5 : 0.0);
+    nnpccl_request_t p2p = nullptr;
+    if (rank == 0) EXPECT(nnpccl_isend(big.data(), count, NNPCCL_FLOAT64, 1, comm, &p2p) == NNPCCL_SUCCESS);
+    if (rank == 1) EXPECT(nnpccl_irecv(big.data(), count, NNPCCL_FLOAT64, 0, comm, &p2p) == NNPCCL_SUCCESS);
+    int64_t mine = rank + 1, sum = 0;
+    EXPECT(nnpccl_allreduce(&mine, &sum, 1, NNPCCL_INT64, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+    EXPECT(sum == static_cast<int64_t>(nranks) * (nranks + 1) / 2);
+    if (rank <= 1) {
+        // Operations finish in issue order: the allreduce behind it returned, so it is done.
+        int done = 0;
+        EXPECT(nnpccl_test(p2p, &done) == NNPCCL_SUCCESS && done == 1);
+        size_t wrong = 0;
+        for (double v : big) wrong += v != 2.5;
+        EXPECT(wrong == 0);
+    }
+
+    const size_t n = 1009;
+    const auto un = static_cast<size_t>(nranks);
+    std::vector<int32_t> gsend(n), gathered(n * un, -1), ssend(n * un), scattered(n, -1), asend(n * un),
+        arecv(n * un, -1), ring_send(n), ring_recv(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+        gsend[i] = static_cast<int32_t>(rank * 100000 + i);
+        ring_send[i] = static_cast<int32_t>(rank * 7 + i);
+    }
+    for (size_t i = 0; i < n * un; ++i) {
+        ssend[i] = static_cast<int32_t>(i * 3);
+        asend[i] = static_cast<int32_t>(rank * 1000000 + i); // block j goes to rank j
+    }
+    const int root = nranks - 1;
+    nnpccl_request_t reqs[5] = {};
+    EXPECT(nnpccl_igather(gsend.data(), gathered.data(), n, NNPCCL_INT32, root, comm, &reqs[0]) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_iscatter(ssend.data(), scattered.data(), n, NNPCCL_INT32, root, comm, &reqs[1]) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_ialltoall(asend.data(), arecv.data(), n, NNPCCL_INT32, comm, &reqs[2]) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_isend(ring_send.data(), n, NNPCCL_INT32, (rank + 1) % nranks, comm, &reqs[3]) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_irecv(ring_recv.data(), n, NNPCCL_INT32, (rank + nranks - 1) % nranks, comm, &reqs[4]) ==
+           NNPCCL_SUCCESS);
+    for (int k = 4; k >= 0; --k) EXPECT(nnpccl_wait(reqs[k]) == NNPCCL_SUCCESS);
+    size_t wrong = 0;
+    const int prev = (rank + nranks - 1) % nranks;
+    for (size_t i = 0; i < n; ++i) {
+        wrong += scattered[i] != static_cast<int32_t>((static_cast<size_t>(rank) * n + i) * 3);
+        wrong += ring_recv[i] != static_cast<int32_t>(prev * 7 + i);
+    }
+    for (size_t q = 0; q < un; ++q)
+        for (size_t i = 0; i < n; ++i) {
+            if (rank == root) wrong += gathered[q * n + i] != static_cast<int32_t>(q * 100000 + i);
+            wrong += arecv[q * n + i] != static_cast<int32_t>(q * 1000000 + static_cast<size_t>(rank) * n + i);
+        }
+    if (rank != root) for (int32_t v : gathered) wrong += v != -1; // written on the root only
+    EXPECT(wrong == 0);
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
 // Rank 0 sends `send_count` x `send_dt` to rank 1, which receives
 // `recv_count` x float32; rank 2 (if any) takes no part. Both must end in
 // NNPCCL_ERR_INVALID_USAGE within seconds: the receiver at its recv; the
@@ -253,6 +319,36 @@ TEST_CASE("ranks that post a send to each other before receiving do not deadlock
 TEST_CASE("sends to one peer arrive in issue order, and a relayed buffer leaves only once filled", "[mp][p2p]") {
     CHECK(run_local_ranks(2, ordering) == 0);
     CHECK(run_local_ranks(3, ordering) == 0);
+}
+
+TEST_CASE("sends and receives interleave with collectives, blocking and nonblocking", "[mp][p2p]") {
+    CHECK(run_local_ranks(2, mixed_with_collectives) == 0);
+    CHECK(run_local_ranks(4, mixed_with_collectives) == 0);
+}
+
+TEST_CASE("a recv whose sender never sends ends at the deadline, naming the sender", "[mp][p2p][timeout]") {
+    CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 2);
+              if (comm == nullptr) return 1;
+              int failures = 0;
+              if (rank == 0) { // alive, but never sends
+                  std::this_thread::sleep_for(std::chrono::seconds(4));
+                  nnpccl_comm_abort(comm);
+                  return 0;
+              }
+              float x = 0;
+              auto t0 = std::chrono::steady_clock::now();
+              nnpccl_result_t rc = nnpccl_recv(&x, 1, NNPCCL_FLOAT32, 0, comm);
+              double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              std::string message = nnpccl_get_last_error(comm);
+              EXPECT(rc == NNPCCL_ERR_TIMEOUT);
+              EXPECT(message.find("recv #0 from rank 0") != std::string::npos);
+              EXPECT(seconds > 1.5 && seconds < 8);
+              if (failures) std::fprintf(stderr, "rank 1: %s after %.1f s: %s\n", nnpccl_get_error_string(rc), seconds,
+                                         message.c_str());
+              nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
 }
 
 TEST_CASE("a send and recv that disagree fail both ranks with NNPCCL_ERR_INVALID_USAGE", "[mp][p2p][desync]") {
