@@ -224,7 +224,8 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
     // A small window is enough: what runs beside the front is what a rank
     // posts together before it waits, a few sends and receives.
     constexpr size_t kWindow = 64;
-    std::vector<std::shared_ptr<Operation>> window;
+    std::vector<std::shared_ptr<Operation>> &window = window_;
+    window.clear();
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         for (const auto &op : queue_) {
@@ -248,9 +249,11 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
         *progressed += steps;
         if (!st) {
             fail_locked_queue(Status(st.code(), op.description + ": " + st.message()));
+            window.clear();
             return st;
         }
     }
+    window.clear(); // holds no operation past its run
     // Finished in issue order: a request is done only when all before it are.
     front->reset();
     while (true) {

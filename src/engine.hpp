@@ -118,6 +118,8 @@ private:
     std::deque<std::shared_ptr<Operation>> queue_;
     std::condition_variable queue_changed_;
     std::mutex drive_mutex_; // held by whichever thread drives
+    // advance_front's operations, kept to spare the driving loop an allocation per turn.
+    std::vector<std::shared_ptr<Operation>> window_;
     std::thread progress_thread_;
     bool stopping_ = false;
     bool sends_pending_ = false; // set by a driver that left messages in flight
