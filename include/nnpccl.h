@@ -279,10 +279,10 @@ nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
  * both ranks' communicators fail with NNPCCL_ERR_INVALID_USAGE (the
  * sender's send may have returned already; then a later call of the sender
  * that waits for a peer fails). Count 0 still pairs (and the buffer may
- * then be NULL). Ranks that take no part in a send and recv
- * do not see them: they need not call anything, and their collectives
- * are not affected. peer must be another rank: a rank cannot send to
- * itself (NNPCCL_ERR_INVALID_ARGUMENT).
+ * then be NULL). Ranks that take no part in a send and recv do not see
+ * them: they need not call anything, and their collectives are not
+ * affected. peer must be another rank: a rank cannot send to itself
+ * (NNPCCL_ERR_INVALID_ARGUMENT).
  *
  * Ordering: a send or recv starts only after every collective this rank
  * issued before it has finished, and a collective only after every earlier
@@ -292,15 +292,14 @@ nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
  * one of them writes run in the order they were issued.
  *
  * Buffering: a send hands its data to the transport, whose buffers between
- * two ranks hold a few chunks (config.chunk_bytes or NNPCCL_CHUNK_SIZE each;
- * NNPCCL_SHM_SLOTS of them between ranks of one host). A
- * blocking send of a message that fits returns at once; a longer one
- * returns only when the receiver has taken all but the last few chunks. So
- * two ranks that both make a blocking send of a long message to each other
- * before receiving wait for each other until the deadline
- * (NNPCCL_ERR_TIMEOUT). To exchange, post nnpccl_isend and nnpccl_irecv
- * on both ranks and wait for both requests (or order the calls: one rank
- * receives first). */
+ * two ranks hold a few chunks (config.chunk_bytes or NNPCCL_CHUNK_SIZE
+ * each; NNPCCL_SHM_SLOTS of them between ranks of one host). A blocking
+ * send of a message that fits returns at once; a longer one returns only
+ * when the receiver has taken all but the last few chunks. So two ranks
+ * that both make a blocking send of a long message to each other before
+ * receiving wait for each other until the deadline (NNPCCL_ERR_TIMEOUT).
+ * To exchange, post nnpccl_isend and nnpccl_irecv on both ranks and wait
+ * for both requests (or order the calls: one rank receives first). */
 
 /** Sends count elements of sendbuf to rank peer, whose matching nnpccl_recv
  *  receives them. Returns when sendbuf may be reused. */

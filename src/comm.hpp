@@ -30,7 +30,7 @@ struct CollectiveCall {
     size_t count = 0;
     nnpccl_datatype_t datatype = NNPCCL_FLOAT32;
     nnpccl_redop_t op = NNPCCL_SUM;
-    int root = -1;
+    int root = -1; // and the peer of a send or recv
 };
 
 } // namespace nnpccl
