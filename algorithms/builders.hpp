@@ -13,13 +13,6 @@ namespace nnpccl {
 // reduce-scatter, allgather, broadcast, reduce. See ring.cpp for costs.
 Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<int>> &rings);
 
-// The channels the "ring" algorithm runs on: every ring of `rings` forward
-// and, when it has more than two ranks, backward too (a ring of two is one
-// link both ways already), in the order ring 0 forward, ring 0 backward,
-// ring 1 forward, ... Edge-disjoint rings both ways load every link
-// direction they use once, so each chip's ports all carry data.
-std::vector<std::vector<int>> ring_channels(const std::vector<std::vector<int>> &rings);
-
 // Direct (one-shot) allreduce for small messages: everyone sends everything
 // to everyone and folds the contributions in rank order. See direct.cpp.
 Schedule build_direct_allreduce(const CollectiveArgs &args);

@@ -243,8 +243,8 @@ double lower_bound_us(const CollectiveArgs &args, const Topology &topology) {
                   topology.min_injection_gbps());
 }
 
-// Ring (ring.cpp), k = the channels of the topology's rings, each ring both
-// ways (ring_channels()), each channel with S/k:
+// Ring (ring.cpp), k = the topology's ring channels (each ring, and
+// backward too where Topology::rings_both_ways()), each with S/k:
 //   allreduce       2(p-1)·s messages, s = ceil(S/k / (p·C)) slices; 2(p-1)/p·S/k bytes per hop
 //   reduce-scatter, allgather  (p-1)·ceil(S/(k·p) / C) messages; (p-1)/p·S/k bytes per hop
 //   broadcast, reduce  a chain from (into) the root: (p-2+c)·(α + S/(k·c)·β), c = ceil(S/k / C)
@@ -263,8 +263,11 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
         std::vector<int> ranks;
     };
     std::vector<Channel> channels;
-    for (const RingEmbedding &ring : t.ring_embeddings())
-        for (std::vector<int> &ranks : ring_channels({ring.ranks})) channels.push_back({&ring, std::move(ranks)});
+    for (const RingEmbedding &ring : t.ring_embeddings()) {
+        channels.push_back({&ring, ring.ranks});
+        if (t.rings_both_ways() && ring.ranks.size() > 2)
+            channels.push_back({&ring, std::vector<int>(ring.ranks.rbegin(), ring.ranks.rend())});
+    }
     const double share = total / static_cast<double>(channels.size());
     std::vector<Flow> flows;
     double slowest_channel = 0;

@@ -39,7 +39,7 @@ bool torus2d_applies(const CollectiveArgs &args, const Topology &t, std::string 
     return false;
 }
 
-Schedule build_ring_on(const CollectiveArgs &args, const Topology &t) { return build_ring(args, ring_channels(t.rings())); }
+Schedule build_ring_on(const CollectiveArgs &args, const Topology &t) { return build_ring(args, t.ring_channels()); }
 
 Schedule build_direct_on(const CollectiveArgs &args, const Topology &) {
     switch (args.collective) {
@@ -74,7 +74,7 @@ Schedule build_dissemination_on(const CollectiveArgs &args, const Topology &t) {
 }
 
 int one_channel(const Topology &) { return 1; }
-int ring_channel_count(const Topology &t) { return static_cast<int>(ring_channels(t.rings()).size()); }
+int ring_channel_count(const Topology &t) { return static_cast<int>(t.ring_channels().size()); }
 int two_trees(const Topology &) { return 2; }
 int torus2d_channels(const Topology &t) { return t.torus() != nullptr ? static_cast<int>(kTorus2dChannels) : 0; }
 
@@ -88,7 +88,7 @@ bool AlgorithmInfo::serves_collective(Collective c) const {
 const std::vector<AlgorithmInfo> &algorithm_registry() {
     static const std::vector<AlgorithmInfo> registry = {
         {"ring", "pipelined ring on each edge-disjoint Hamiltonian ring of the topology, both directions of each "
-                 "(one channel per ring and direction), data split across the channels",
+                 "where that adds bandwidth (not on flat), one channel per ring and direction, data split across them",
          "", {C::Allreduce, C::ReduceScatter, C::Allgather, C::Broadcast, C::Reduce},
          build_ring_on, always, predict_ring_us, ring_channel_count},
         {"torus2d", "rings along X, then Y, then X, and along Y, X, Y on the transposed grid, both directions, "

@@ -1,8 +1,8 @@
 // Ring algorithms. p ranks on a ring, n bytes, α per message, β per byte,
 // γ per byte reduced; data is cut into chunks so the ring pipelines, and k
-// channels each take 1/k of the data (the registry runs every edge-disjoint
-// ring both ways, ring_channels(): on an NNP-T torus or hybrid cube mesh
-// that is every port of a chip, where one way would leave half idle).
+// channels each take 1/k of the data (the registry runs the topology's
+// Topology::ring_channels(): on NNP-T every edge-disjoint ring both ways,
+// every port of a chip, where one way would leave half of them idle).
 //
 //   allreduce      reduce-scatter then allgather:  2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ
 //   reduce-scatter (p-1)α + (p-1)/p·nβ + (p-1)/p·nγ   (n = the whole send buffer)
@@ -150,15 +150,6 @@ void ring_reduce(const RingPattern &ring, int root, size_t lo, size_t hi, size_t
 }
 
 } // namespace
-
-std::vector<std::vector<int>> ring_channels(const std::vector<std::vector<int>> &rings) {
-    std::vector<std::vector<int>> channels;
-    for (const std::vector<int> &ring : rings) {
-        channels.push_back(ring);
-        if (ring.size() > 2) channels.emplace_back(ring.rbegin(), ring.rend());
-    }
-    return channels;
-}
 
 Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<int>> &rings) {
     Schedule sched;

@@ -195,12 +195,15 @@ void print_topology(const nnpccl::Topology &t, const Options &o) {
                     g->wrap_x ? ", rows wrap" : "", g->wrap_y ? ", columns wrap" : "", g->y, g->x);
 
     const int ham = t.hamiltonian_ring_count();
-    const size_t rings = t.rings().size();
+    const size_t rings = t.rings().size(), channels = t.ring_channels().size();
+    const char *ways = channels <= rings ? "one way: backward would add no bandwidth"
+                       : rings > 1       ? "each ring both ways"
+                                         : "both ways";
     if (ham > 1)
-        std::printf("  rings: %d edge-disjoint Hamiltonian rings (%zu channels: each ring both ways)\n", ham,
-                    2 * rings);
+        std::printf("  rings: %d edge-disjoint Hamiltonian rings (%zu channels: %s)\n", ham, channels, ways);
     else if (ham == 1)
-        std::printf("  rings: 1 Hamiltonian ring (2 channels: both ways)\n");
+        std::printf("  rings: 1 Hamiltonian ring (%zu channel%s: %s)\n", channels, channels == 1 ? "" : "s",
+                    t.nranks() <= 2 ? "one link both ways" : ways);
     else
         std::printf("  rings: no Hamiltonian ring over links among the placed chips; 1 routed ring\n");
     for (size_t r = 0; r < rings; ++r) {

@@ -230,6 +230,22 @@ int Topology::hamiltonian_ring_count() const {
     return n;
 }
 
+bool Topology::rings_both_ways() const {
+    double one_way = 0;
+    for (const RingEmbedding &r : ring_embeddings_) one_way += r.bottleneck_gbps;
+    return one_way < min_injection_gbps();
+}
+
+std::vector<std::vector<int>> Topology::ring_channels() const {
+    const bool both = rings_both_ways();
+    std::vector<std::vector<int>> channels;
+    for (const std::vector<int> &ring : rings_) {
+        channels.push_back(ring);
+        if (both && ring.size() > 2) channels.emplace_back(ring.rbegin(), ring.rend());
+    }
+    return channels;
+}
+
 std::vector<std::vector<int>> Topology::dimension_rings(int axis) const {
     std::vector<std::vector<int>> rings;
     if (grid_.x == 0) return rings;

@@ -70,9 +70,20 @@ public:
 
     const std::string &name() const { return machine_.name(); }
     int nranks() const { return static_cast<int>(chip_of_rank_.size()); }
-    // Rings over the ranks, each as the sequence of ranks around it; one
-    // channel per ring (and direction). Never empty for nranks() >= 1.
+    // Rings over the ranks, each as the sequence of ranks around it. Never
+    // empty for nranks() >= 1.
     const std::vector<std::vector<int>> &rings() const { return rings_; }
+    // Whether the ring algorithm runs each ring of more than two ranks
+    // backward as well as forward: where the rings one way leave a chip's
+    // injection bandwidth unused (NNP-T: two rings of 56 GB/s hops against
+    // 224 GB/s per chip), so backward is more bandwidth. Not on `flat`,
+    // whose one link per pair is the whole memory system: there backward
+    // would add messages, not bandwidth. (A ring of two is one link both
+    // ways already.)
+    bool rings_both_ways() const;
+    // The ring algorithm's channels, one per ring and direction: ring 0
+    // forward, ring 0 backward (if run), ring 1 forward, ...
+    std::vector<std::vector<int>> ring_channels() const;
 
     const Machine &machine() const { return machine_; }
     int chip_of(int rank) const { return chip_of_rank_[static_cast<size_t>(rank)]; }

@@ -128,6 +128,26 @@ TEST_CASE("tori wrap around in both dimensions", "[presets]") {
     CHECK(pod32.machine().chip(31).host == "chassis3");
 }
 
+// Backward adds bandwidth where the rings one way leave a chip's ports
+// idle (every NNP-T preset: at most two rings of 56 GB/s hops, 112 or 224
+// GB/s per chip), not on flat, whose one ring already takes the host link.
+TEST_CASE("the ring algorithm runs rings both ways where that adds bandwidth", "[presets]") {
+    for (const char *spec : {"nnpt-ring8", "nnpt-hcm8", "nnpt-pod32", "fc:4", "torus:3x3"}) {
+        INFO(spec);
+        Topology t = load(spec);
+        CHECK(t.rings_both_ways());
+        const std::vector<std::vector<int>> channels = t.ring_channels();
+        REQUIRE(channels.size() == 2 * t.rings().size());
+        for (size_t r = 0; r < t.rings().size(); ++r) {
+            CHECK(channels[2 * r] == t.rings()[r]);
+            CHECK(channels[2 * r + 1] == std::vector<int>(t.rings()[r].rbegin(), t.rings()[r].rend()));
+        }
+    }
+    CHECK(load("ring:2").ring_channels().size() == 1); // one cable, used both ways by the one ring
+    CHECK_FALSE(Topology::flat(4).rings_both_ways());
+    CHECK(Topology::flat(4).ring_channels() == Topology::flat(4).rings());
+}
+
 TEST_CASE("flat: every pair linked at host figures, one ring in rank order", "[presets]") {
     Topology t = Topology::flat(5);
     CHECK(t.name() == "flat");

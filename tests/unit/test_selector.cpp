@@ -211,7 +211,7 @@ TEST_CASE("the host's reduction speed is measured", "[selector]") {
 }
 
 TEST_CASE("the transports open as many channels as any algorithm uses", "[selector]") {
-    CHECK(max_schedule_channels(Topology::flat(4)) == 2);                 // one ring both ways, two trees
+    CHECK(max_schedule_channels(Topology::flat(4)) == 2);                 // the double binary tree (one ring, one way)
     CHECK(max_schedule_channels(preset("nnpt-hcm8", 8)) == 4);            // two rings both ways
     CHECK(max_schedule_channels(preset("nnpt-pod32", 32)) == static_cast<int>(kTorus2dChannels));
 }
