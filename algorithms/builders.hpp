@@ -13,9 +13,16 @@ namespace nnpccl {
 // reduce-scatter, allgather, broadcast, reduce. See ring.cpp for costs.
 Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<int>> &rings);
 
-// Direct (one-shot) allreduce for small messages: everyone sends everything
-// to everyone and folds the contributions in rank order. See direct.cpp.
+// Direct (one-shot) schedules for small messages, one channel, one round;
+// see direct.cpp. Allreduce: everyone sends everything to everyone and
+// folds the contributions in rank order. Allgather: everyone sends its
+// block to everyone. Reduce-scatter: everyone sends block j to rank j,
+// which folds the contributions in rank order. The allgather and
+// reduce-scatter builders give another collective a schedule without
+// channels.
 Schedule build_direct_allreduce(const CollectiveArgs &args);
+Schedule build_direct_allgather(const CollectiveArgs &args);
+Schedule build_direct_reduce_scatter(const CollectiveArgs &args);
 
 // Recursive halving-doubling (Rabenseifner): allreduce, reduce-scatter,
 // allgather on any number of ranks (the ranks beyond the largest power of

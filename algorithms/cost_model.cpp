@@ -315,6 +315,8 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
 // starts at once and the next chunk waits for them, so c = ceil(m / C)
 // rounds of α plus every byte through the most loaded link or port:
 //   allreduce   c·α + (p-1)·Sβ (everyone's buffer to everyone) + (p-1)·Sγ
+//   allgather   c·α + (p-1)·mβ out of and into every rank, m = S/p per rank
+//   reduce-scatter  the same + (p-1)·mγ, each rank folding its block
 //   gather      c·α + (p-1)·mβ into the root, m = S/p per rank
 //   scatter     the same out of the root
 //   alltoall    c·α + (p-1)·mβ out of and into every rank, m = S/p per pair
@@ -334,7 +336,9 @@ double predict_direct_us(const CollectiveArgs &args, const Topology &t, const Co
         }
     const FlowCost cost = concurrent(t, flows);
     const double transfer = messages(per_pair, chunk) * cost.latency_us + cost.transfer_us;
-    const double reduced = args.collective == Collective::Allreduce ? (p - 1.0) * total : 0;
+    const double reduced = args.collective == Collective::Allreduce       ? (p - 1.0) * total
+                           : args.collective == Collective::ReduceScatter ? (p - 1.0) * per_pair
+                                                                          : 0;
     return with_reduction(t, inputs, args.elem_size, transfer, reduced);
 }
 

@@ -46,6 +46,8 @@ Schedule build_direct_on(const CollectiveArgs &args, const Topology &) {
     case C::Gather: return build_linear_gather(args);
     case C::Scatter: return build_linear_scatter(args);
     case C::Alltoall: return build_direct_alltoall(args);
+    case C::Allgather: return build_direct_allgather(args);
+    case C::ReduceScatter: return build_direct_reduce_scatter(args);
     default: return build_direct_allreduce(args);
     }
 }
@@ -104,8 +106,9 @@ const std::vector<AlgorithmInfo> &algorithm_registry() {
          "", {C::Allreduce, C::ReduceScatter, C::Allgather},
          build_halving_doubling_on, always, predict_halving_doubling_us, one_channel},
         {"direct", "one round: every rank sends straight to every rank that needs its data (allreduce: its whole "
-                   "buffer to all; gather, scatter: to or from the root; alltoall: every block at once)",
-         "", {C::Allreduce, C::Gather, C::Scatter, C::Alltoall},
+                   "buffer to all; allgather: its block to all; reduce-scatter: block j to rank j; gather, "
+                   "scatter: to or from the root; alltoall: every block at once)",
+         "", {C::Allreduce, C::ReduceScatter, C::Allgather, C::Gather, C::Scatter, C::Alltoall},
          build_direct_on, always, predict_direct_us, one_channel},
         {"pairwise", "p-1 rounds; in round k every rank sends to rank+k and receives from rank-k", "", {C::Alltoall},
          build_pairwise_on, always, predict_pairwise_us, one_channel},

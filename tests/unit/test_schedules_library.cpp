@@ -1,10 +1,11 @@
-// The halving-doubling, double binary tree and 2D torus schedules, run by
-// the simulation harness in schedule_sim.hpp: for every collective each one
-// serves, 1 to 8 ranks, in and out of place, empty to large counts, float32
-// sum and avg and int32 sum, chunks small enough that every transfer
-// pipelines: no deadlock (with one slot per stream too), no message left
-// over, every output bit-exact, and every rank of an allreduce holding the
-// same bits even where the order of a floating-point sum matters.
+// The halving-doubling, double binary tree and 2D torus schedules, and the
+// direct allgather and reduce-scatter, run by the simulation harness in
+// schedule_sim.hpp: for every collective each one serves, 1 to 8 ranks, in
+// and out of place, empty to large counts, float32 sum and avg and int32
+// sum, chunks small enough that every transfer pipelines: no deadlock (with
+// one slot per stream too), no message left over, every output bit-exact,
+// and every rank of an allreduce holding the same bits even where the order
+// of a floating-point sum matters.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -103,6 +104,13 @@ TEST_CASE("halving-doubling is bit-exact and deadlock-free on any rank count", "
                {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather}, ranks, root_zero);
 }
 
+TEST_CASE("direct allgather and reduce-scatter are bit-exact and deadlock-free on any rank count",
+          "[schedules][library]") {
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    check_grid("direct", build_direct_allgather, {Collective::Allgather}, ranks, root_zero);
+    check_grid("direct", build_direct_reduce_scatter, {Collective::ReduceScatter}, ranks, root_zero);
+}
+
 TEST_CASE("double binary tree is bit-exact and deadlock-free, rooted anywhere", "[schedules][library]") {
     const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
     check_grid("double_binary_tree", build_double_binary_tree, {Collective::Allreduce}, ranks, root_zero);
@@ -139,7 +147,7 @@ TEST_CASE("2D torus allreduce is bit-exact on a grid that is not in rank order",
 // Transports keep at least two slots per stream (NNPCCL_SHM_SLOTS >= 2),
 // which the rings need: a ring step receives and sends at once. The
 // exchanges and the trees need only one.
-TEST_CASE("halving-doubling and the trees progress with a single slot per stream", "[schedules][library]") {
+TEST_CASE("halving-doubling, the trees and direct progress with a single slot per stream", "[schedules][library]") {
     for (int p : kRankCounts)
         for (bool in_place : {false, true}) {
             INFO("p=" << p << " in_place=" << in_place);
@@ -149,6 +157,11 @@ TEST_CASE("halving-doubling and the trees progress with a single slot per stream
             for (Collective coll : {Collective::Allreduce, Collective::Broadcast, Collective::Reduce})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
                                build_double_binary_tree, 3, 1) == 0);
+            // Direct: a chunk's sends wait for the previous chunk's receives.
+            CHECK(simulate(make_shape(Collective::Allgather, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM),
+                           build_direct_allgather, 3, 1) == 0);
+            CHECK(simulate(make_shape(Collective::ReduceScatter, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM),
+                           build_direct_reduce_scatter, 3, 1) == 0);
         }
     // The torus is rings: two slots, the least a transport has.
     for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}})
@@ -184,6 +197,47 @@ TEST_CASE("every rank of an allreduce gets the same bits when the order of a flo
         for (bool in_place : {false, true})
             check_same_bits_everywhere("torus2d", torus(g.first, g.second), g.first * g.second, 1000, in_place,
                                        NNPCCL_SUM);
+}
+
+// Direct reduce-scatter folds in rank order, as direct allreduce does: its
+// blocks hold the bits of the allreduce of the same inputs, in place too.
+TEST_CASE("direct reduce-scatter gives the bits of direct allreduce when the order of a float sum matters",
+          "[schedules][library]") {
+    for (int p : {2, 3, 5, 7, 8})
+        for (size_t count : {size_t{1}, size_t{97}, size_t{1000}})
+            for (nnpccl_redop_t op : {NNPCCL_SUM, NNPCCL_AVG})
+                for (bool in_place : {false, true}) {
+                    const size_t total = static_cast<size_t>(p) * count;
+                    const SimResult all = run(make_shape(Collective::Allreduce, p, total, false, 0, NNPCCL_FLOAT32, op),
+                                              build_direct_allreduce, 7, 2, write_awkward_floats);
+                    const SimResult scattered =
+                        run(make_shape(Collective::ReduceScatter, p, count, in_place, 0, NNPCCL_FLOAT32, op),
+                            build_direct_reduce_scatter, 7, 2, write_awkward_floats);
+                    INFO("p=" << p << " count=" << count << " in_place=" << in_place << " " << redop_name(op));
+                    for (int r = 0; r < p; ++r) {
+                        const auto &block = scattered.outputs[static_cast<size_t>(r)];
+                        const auto first = all.outputs[0].begin() + static_cast<std::ptrdiff_t>(block.size()) * r;
+                        CHECK(std::equal(block.begin(), block.end(), first));
+                    }
+                }
+}
+
+TEST_CASE("direct allgather and reduce-scatter send p-1 messages when a block fits in one chunk",
+          "[schedules][library]") {
+    CollectiveArgs args;
+    args.count = 64;
+    args.chunk_elems = 64;
+    for (int p : {1, 2, 5, 8}) {
+        args.nranks = p;
+        for (int r = 0; r < p; ++r) {
+            args.rank = r;
+            INFO("p=" << p << " rank=" << r);
+            args.collective = Collective::Allgather;
+            CHECK(sends_of(build_direct_allgather(args)) == static_cast<size_t>(p - 1));
+            args.collective = Collective::ReduceScatter;
+            CHECK(sends_of(build_direct_reduce_scatter(args)) == static_cast<size_t>(p - 1));
+        }
+    }
 }
 
 TEST_CASE("halving-doubling sends log2 p messages per phase when the data fits in one chunk", "[schedules][library]") {
@@ -268,6 +322,12 @@ TEST_CASE("the library's builders give no schedule for what they do not serve", 
     CHECK(build_torus2d(args, 2, 2, {0, 1, 2, 2}).channels.empty()); // rank 3 missing
     CHECK(build_torus2d(args, 2, 2, {0, 1, 2}).channels.empty());
     CHECK(build_torus2d(args, 2, 2).channels.size() == kTorus2dChannels);
+    CHECK(build_direct_allgather(args).channels.empty());
+    CHECK(build_direct_reduce_scatter(args).channels.empty());
+    args.collective = Collective::ReduceScatter;
+    CHECK(build_direct_allgather(args).channels.empty());
+    args.collective = Collective::Allgather;
+    CHECK(build_direct_reduce_scatter(args).channels.empty());
 }
 
 TEST_CASE("2D torus sends 2(x+y-2) messages per channel when a slice fits the rows", "[schedules][library]") {
@@ -360,6 +420,13 @@ TEST_CASE("the library's reductions are exact for every datatype and op, avg div
                 INFO(datatype_name(dt) << " " << redop_name(op) << " p=" << p);
                 for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter})
                     CHECK(simulate(make_shape(coll, p, 37, false, 0, dt, op), build_halving_doubling, 5) == 0);
+                for (bool in_place : {false, true})
+                    CHECK(simulate(make_shape(Collective::ReduceScatter, p, 37, in_place, 0, dt, op),
+                                   build_direct_reduce_scatter, 5) == 0);
+                if (op == NNPCCL_SUM) // allgather moves data only: one op covers it
+                    for (bool in_place : {false, true})
+                        CHECK(simulate(make_shape(Collective::Allgather, p, 37, in_place, 0, dt, op),
+                                       build_direct_allgather, 5) == 0);
                 for (Collective coll : {Collective::Allreduce, Collective::Reduce})
                     CHECK(simulate(make_shape(coll, p, 37, false, p - 1, dt, op), build_double_binary_tree, 5) == 0);
                 const int x = p == 4 ? 2 : 3; // grids 3x1, 2x2, 3x2
