@@ -4,43 +4,147 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_unique_id_t &)> &body,
-                    bool stop_others_on_failure, std::vector<int> *statuses) {
-    nnpccl_unique_id_t id;
-    nnpccl_result_t rc = nnpccl_get_unique_id(&id);
-    if (rc != NNPCCL_SUCCESS) {
-        std::fprintf(stderr, "ccl-bench: nnpccl_get_unique_id failed: %s\n", nnpccl_get_last_error(nullptr));
-        return 2;
+namespace {
+
+bool read_exactly(int fd, void *buffer, size_t length) {
+    auto *bytes = static_cast<char *>(buffer);
+    size_t got = 0;
+    while (got < length) {
+        ssize_t n = read(fd, bytes + got, length - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        got += static_cast<size_t>(n);
     }
+    return true;
+}
+
+bool write_exactly(int fd, const void *buffer, size_t length) {
+    return write(fd, buffer, length) == static_cast<ssize_t>(length); // below PIPE_BUF: one write
+}
+
+void stop_children(const std::vector<pid_t> &children) {
+    for (pid_t c : children) kill(c, SIGTERM);
+    for (pid_t c : children) waitpid(c, nullptr, 0);
+}
+
+// The rendezvous root's process: makes the id, sends it up `id_out`, and
+// keeps the root alive until the parent closes `job_over`.
+[[noreturn]] void hold_root(int id_out, int job_over) {
+    nnpccl_unique_id_t id;
+    if (nnpccl_get_unique_id(&id) != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "ccl-bench: nnpccl_get_unique_id failed: %s\n", nnpccl_get_last_error(nullptr));
+        _exit(2);
+    }
+    if (!write_exactly(id_out, &id, sizeof id)) _exit(2);
+    char ignored;
+    while (read(job_over, &ignored, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+}
+
+} // namespace
+
+int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_unique_id_t &)> &body,
+                    bool stop_others_on_failure, std::vector<int> *statuses,
+                    const BeforeRanksStart &before_ranks_start) {
     std::fflush(stdout);
     std::fflush(stderr);
     std::vector<pid_t> children;
-    for (int rank = 0; rank < nranks; ++rank) {
+    std::vector<int> parent_ends; // every pipe end the parent holds; no child may keep one
+    auto close_parent_ends = [&parent_ends] {
+        for (int fd : parent_ends) close(fd);
+        parent_ends.clear();
+    };
+    auto give_up = [&](const char *what) {
+        std::perror(what);
+        close_parent_ends();
+        stop_children(children);
+        return 2;
+    };
+    // Forks a child running `child(read_end, write_end)` with a fresh pipe;
+    // the parent keeps the end `parent_reads` says.
+    auto fork_with_pipe = [&](bool parent_reads, const std::function<void(int, int)> &child, int *parent_end) {
+        int fds[2];
+        if (pipe(fds) != 0) return false;
         pid_t pid = fork();
         if (pid < 0) {
-            std::perror("ccl-bench: fork");
-            for (pid_t c : children) kill(c, SIGTERM);
-            return 2;
+            close(fds[0]);
+            close(fds[1]);
+            return false;
         }
         if (pid == 0) {
+            for (int fd : parent_ends) close(fd);
+            child(fds[0], fds[1]);
+            _exit(2);
+        }
+        close(parent_reads ? fds[1] : fds[0]);
+        *parent_end = parent_reads ? fds[0] : fds[1];
+        parent_ends.push_back(*parent_end);
+        children.push_back(pid);
+        return true;
+    };
+
+    std::vector<int> id_to_rank(static_cast<size_t>(nranks));
+    for (int rank = 0; rank < nranks; ++rank) {
+        auto run_rank = [&, rank](int id_in, int unused) {
+            close(unused);
             // A rank is stopped by a plain SIGTERM, whatever handlers the parent installed.
             for (int sig : {SIGTERM, SIGINT, SIGSEGV, SIGABRT}) signal(sig, SIG_DFL);
+            nnpccl_unique_id_t id;
+            if (!read_exactly(id_in, &id, sizeof id)) _exit(2); // the parent gave up
+            close(id_in);
             int status = body(rank, nranks, id);
             std::fflush(stdout);
             _exit(status);
-        }
-        children.push_back(pid);
+        };
+        if (!fork_with_pipe(false, run_rank, &id_to_rank[static_cast<size_t>(rank)]))
+            return give_up("ccl-bench: starting a rank");
     }
+    const std::vector<pid_t> ranks = children;
+
+    int id_from_root = -1;
+    int job_over_pipe[2]; // the parent closes its write end when the job is over
+    if (pipe(job_over_pipe) != 0) return give_up("ccl-bench: pipe");
+    parent_ends.push_back(job_over_pipe[1]);
+    const bool root_started = fork_with_pipe(
+        true,
+        [&](int unused, int id_out) {
+            close(unused);
+            hold_root(id_out, job_over_pipe[0]);
+        },
+        &id_from_root);
+    close(job_over_pipe[0]);
+    if (!root_started) return give_up("ccl-bench: starting the rendezvous root");
+    const pid_t root_holder = children.back();
+
+    nnpccl_unique_id_t id;
+    if (!read_exactly(id_from_root, &id, sizeof id)) {
+        std::fprintf(stderr, "ccl-bench: the rendezvous root's process made no unique id\n");
+        close_parent_ends();
+        stop_children(children);
+        return 2;
+    }
+    if (before_ranks_start) before_ranks_start(id);
+    for (int fd : id_to_rank)
+        if (!write_exactly(fd, &id, sizeof id))
+            std::perror("ccl-bench: handing the unique id to a rank"); // that rank exits 2 and the job fails
+    children = ranks;
     int worst = 0;
     size_t left = children.size();
+    bool root_holder_reaped = false;
     while (left > 0) {
         int status = 0;
         pid_t pid = wait(&status);
         if (pid < 0) break;
+        if (pid == root_holder) { // early: its root is gone, and the ranks will say so
+            root_holder_reaped = true;
+            continue;
+        }
         --left;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (statuses != nullptr) {
@@ -56,5 +160,7 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
         }
         if (code > worst) worst = code;
     }
+    close_parent_ends(); // ends the root's process
+    if (!root_holder_reaped) waitpid(root_holder, nullptr, 0);
     return worst;
 }

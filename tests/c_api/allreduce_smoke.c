@@ -70,20 +70,36 @@ static int run_rank(int rank, nnpccl_unique_id_t id) {
     return ok ? 0 : 1;
 }
 
+/* The ranks are forked before the id is made: making it starts the
+ * rendezvous root's thread, and a child forked while that thread holds a
+ * lock could wait on it forever. Each rank reads the id from a pipe. */
 int main(void) {
     int version = 0;
+    int id_pipe[NRANKS][2];
     nnpccl_unique_id_t id;
     nnpccl_get_version(&version);
-    if (nnpccl_get_unique_id(&id) != NNPCCL_SUCCESS) {
-        fprintf(stderr, "get_unique_id: %s\n", nnpccl_get_last_error(NULL));
-        return 1;
-    }
     printf("nnpccl version code %d\n", version);
     fflush(stdout);
-    for (int rank = 0; rank < NRANKS; ++rank)
-        if (fork() == 0) _exit(run_rank(rank, id));
-    int failed = 0, status = 0;
+    for (int rank = 0; rank < NRANKS; ++rank) {
+        if (pipe(id_pipe[rank]) != 0) {
+            perror("pipe");
+            return 1;
+        }
+        if (fork() == 0) {
+            for (int other = 0; other <= rank; ++other) close(id_pipe[other][1]);
+            if (read(id_pipe[rank][0], &id, sizeof id) != (ssize_t)sizeof id) _exit(1);
+            _exit(run_rank(rank, id));
+        }
+        close(id_pipe[rank][0]);
+    }
+    int failed = nnpccl_get_unique_id(&id) != NNPCCL_SUCCESS;
+    if (failed) fprintf(stderr, "get_unique_id: %s\n", nnpccl_get_last_error(NULL));
+    for (int rank = 0; rank < NRANKS; ++rank) {
+        if (!failed && write(id_pipe[rank][1], &id, sizeof id) != (ssize_t)sizeof id) failed = 1;
+        close(id_pipe[rank][1]); /* without an id the rank reads end-of-file and exits */
+    }
     for (int i = 0; i < NRANKS; ++i) {
+        int status = 0;
         wait(&status);
         failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     }

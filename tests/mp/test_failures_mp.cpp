@@ -196,39 +196,44 @@ TEST_CASE("abort from another thread ends a blocked collective on every rank", "
 }
 
 TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {
-    nnpccl_unique_id_t id;
-    REQUIRE(nnpccl_get_unique_id(&id) == NNPCCL_SUCCESS);
-    nnpccl::UniqueId decoded;
-    REQUIRE(nnpccl::decode_unique_id(id, &decoded).is_ok());
-    // A port scanner, a stray client with random bytes, a truncated hello and
-    // an oversized frame, all before the ranks join.
-    auto poke = [&](const std::string &bytes) {
-        int fd = socket(decoded.root.family(), SOCK_STREAM, 0);
-        REQUIRE(fd >= 0);
-        if (connect(fd, reinterpret_cast<const sockaddr *>(&decoded.root.storage), decoded.root.length) == 0 &&
-            !bytes.empty())
-            (void)!write(fd, bytes.data(), bytes.size());
-        return fd;
-    };
+    // A port scanner, a stray client with random bytes, a truncated hello,
+    // an oversized frame and a hello with the wrong secret reach the job's
+    // own root before its ranks join.
     std::vector<int> strays;
-    strays.push_back(poke(""));
-    strays.push_back(poke(std::string(300, '\x5a')));
-    nnpccl::FrameHeader truncated{nnpccl::kFrameMagic, 1, 24};
-    strays.push_back(poke(std::string(reinterpret_cast<char *>(&truncated), sizeof truncated) + "short"));
-    nnpccl::FrameHeader huge{nnpccl::kFrameMagic, 2, uint64_t{1} << 40};
-    strays.push_back(poke(std::string(reinterpret_cast<char *>(&huge), sizeof huge)));
-    nnpccl::Hello wrong_secret{};
-    wrong_secret.rank = 0;
-    wrong_secret.nranks = 2;
-    strays.push_back(poke(nnpccl::encode_frame(nnpccl::FrameType::Hello, &wrong_secret, sizeof wrong_secret)));
-    int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
-        nnpccl_comm_t comm = join(rank, nranks, id, 20);
-        if (comm == nullptr) return 1;
-        int32_t mine = rank + 1, sum = 0;
-        int failures = nnpccl_allreduce(&mine, &sum, 1, NNPCCL_INT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS || sum != 3;
-        failures += nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS;
-        return failures;
-    });
+    auto poke_root = [&strays](const nnpccl_unique_id_t &id) {
+        nnpccl::UniqueId decoded;
+        if (!nnpccl::decode_unique_id(id, &decoded).is_ok()) return;
+        auto poke = [&](const std::string &bytes) {
+            int fd = socket(decoded.root.family(), SOCK_STREAM, 0);
+            if (fd < 0) return;
+            if (connect(fd, reinterpret_cast<const sockaddr *>(&decoded.root.storage), decoded.root.length) == 0 &&
+                !bytes.empty())
+                (void)!write(fd, bytes.data(), bytes.size());
+            strays.push_back(fd);
+        };
+        poke("");
+        poke(std::string(300, '\x5a'));
+        nnpccl::FrameHeader truncated{nnpccl::kFrameMagic, 1, 24};
+        poke(std::string(reinterpret_cast<char *>(&truncated), sizeof truncated) + "short");
+        nnpccl::FrameHeader huge{nnpccl::kFrameMagic, 2, uint64_t{1} << 40};
+        poke(std::string(reinterpret_cast<char *>(&huge), sizeof huge));
+        nnpccl::Hello wrong_secret{};
+        wrong_secret.rank = 0;
+        wrong_secret.nranks = 2;
+        poke(nnpccl::encode_frame(nnpccl::FrameType::Hello, &wrong_secret, sizeof wrong_secret));
+    };
+    int status = run_local_ranks(
+        2,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = join(rank, nranks, id, 20);
+            if (comm == nullptr) return 1;
+            int32_t mine = rank + 1, sum = 0;
+            int failures = nnpccl_allreduce(&mine, &sum, 1, NNPCCL_INT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS || sum != 3;
+            failures += nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS;
+            return failures;
+        },
+        true, nullptr, poke_root);
     for (int fd : strays) close(fd);
+    CHECK(strays.size() == 5);
     CHECK(status == 0);
 }

@@ -80,6 +80,14 @@ int count_entries(const char *dir) {
 
 Resources resources_now() { return Resources{count_entries("/proc/self/fd"), count_entries("/proc/self/task")}; }
 
+// The count to come back to. ThreadSanitizer starts a thread of its own at
+// the process's first pthread_create and keeps it; one thread started and
+// joined here makes that happen before counting (elsewhere it leaves nothing).
+Resources resources_baseline() {
+    std::thread([] {}).join();
+    return resources_now();
+}
+
 std::vector<std::string> shm_files() {
     std::vector<std::string> names;
     if (DIR *d = opendir("/dev/shm")) {
@@ -122,7 +130,7 @@ int init_then_allreduce(int rank, int nranks, const nnpccl_unique_id_t &id) {
 int abort_while_waiting_for_a_missing_rank(int rank, int nranks, const nnpccl_unique_id_t &id) {
     if (rank == 2) return 0;
     int failures = 0;
-    const Resources before = resources_now();
+    const Resources before = resources_baseline();
     const std::vector<std::string> segments_before = shm_files();
     // A deadline far away: the abort, not the deadline, must end these inits.
     nnpccl_config_t cfg = nonblocking_config(60);
@@ -179,7 +187,7 @@ int abort_while_waiting_for_a_missing_rank(int rank, int nranks, const nnpccl_un
 int abort_soon_after_init(int rank, int nranks, const nnpccl_unique_id_t &id, int delay_us, bool destroy) {
     int failures = 0;
     if (rank == 0) {
-        const Resources before = resources_now();
+        const Resources before = resources_baseline();
         nnpccl_config_t cfg = nonblocking_config(2);
         nnpccl_comm_t comm = nullptr;
         EXPECT(nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg) == NNPCCL_IN_PROGRESS);
@@ -268,7 +276,7 @@ int in_child(const std::function<int()> &body) {
 int abort_while_connecting() {
     const int rank = 1;
     int failures = 0;
-    const Resources before = resources_now();
+    const Resources before = resources_baseline();
     setenv("NNPCCL_ROOT", "127.0.0.1:9", 1); // nothing listens there
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "2", 1);
