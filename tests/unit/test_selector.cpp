@@ -205,7 +205,9 @@ TEST_CASE("the host's reduction speed is measured", "[selector]") {
     const HostReduceSpeed &speed = host_reduce_speed();
     for (double us_per_byte : speed.us_per_byte) {
         CHECK(us_per_byte > 0);
-        CHECK(us_per_byte < 1e-2); // faster than 100 KB/s
+        // Orders of magnitude apart from a real kernel (about 1e-4 here, 6e-2
+        // under ThreadSanitizer) means the measurement is broken.
+        CHECK(us_per_byte < 1.0); // faster than 1 MB/s
     }
     CHECK(&host_reduce_speed() == &speed); // once per process
 }
