@@ -221,9 +221,10 @@ bool PointToPoint::orders(const PointToPoint &later) const {
 }
 
 Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *front) {
-    // A small window is enough: what runs beside the front is what a rank
-    // posts together before it waits, a few sends and receives.
-    constexpr size_t kWindow = 64;
+    // Every pending send and recv up to the first collective is a
+    // candidate, however many a rank posts before it waits (an alltoall
+    // written as isends to everyone, then irecvs from everyone): a cap on
+    // the window would leave a recv the peer's sends need out of it.
     std::vector<std::shared_ptr<Operation>> &window = window_;
     window.clear();
     {
@@ -233,14 +234,26 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
             // nothing behind it starts before it has finished.
             if (!window.empty() && !op->p2p.active) break;
             window.push_back(op);
-            if (!op->p2p.active || window.size() == kWindow) break;
+            if (!op->p2p.active) break;
         }
     }
+    // Only the first unfinished operation of each stream (peer and
+    // direction) may run; it alone is checked against every earlier
+    // unfinished one for overlapping buffers. Cost per turn: O(n) for n
+    // pending, plus O(n) for each of at most 2p stream heads.
+    std::vector<char> &stream_busy = stream_busy_;
+    stream_busy.assign(stream_busy.size(), 0);
     *progressed = 0;
     for (size_t i = 0; i < window.size(); ++i) {
         Operation &op = *window[i];
         if (op.run->finished()) continue;
         bool held = false;
+        if (op.p2p.active) {
+            const size_t stream = 2 * static_cast<size_t>(op.p2p.peer) + (op.p2p.sends ? 1 : 0);
+            if (stream >= stream_busy.size()) stream_busy.resize(stream + 1, 0);
+            held = stream_busy[stream] != 0;
+            stream_busy[stream] = 1;
+        }
         for (size_t j = 0; j < i && !held; ++j)
             held = !window[j]->run->finished() && window[j]->p2p.orders(op.p2p);
         if (held) continue;

@@ -120,6 +120,7 @@ private:
     std::mutex drive_mutex_; // held by whichever thread drives
     // advance_front's operations, kept to spare the driving loop an allocation per turn.
     std::vector<std::shared_ptr<Operation>> window_;
+    std::vector<char> stream_busy_; // by 2*peer + (sends ? 1 : 0), reused each turn
     std::thread progress_thread_;
     bool stopping_ = false;
     bool sends_pending_ = false; // set by a driver that left messages in flight

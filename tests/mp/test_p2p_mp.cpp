@@ -145,6 +145,49 @@ int ring_exchange(int rank, int nranks, const nnpccl_unique_id_t &id) {
     return failures;
 }
 
+// An alltoall written by hand, many times over: every rank posts `rounds`
+// isends to every other rank, then as many irecvs, then waits for all.
+// Each message is larger than the transport's slots, so the sends can only
+// finish while the receives posted after them run.
+int many_pending(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = join(rank, nranks, id, 20);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    const int rounds = 40;
+    const size_t count = 16384; // 64 KiB against 8 slots of 4 KiB
+    std::vector<std::vector<unsigned char>> sends, recvs;
+    std::vector<CallShape> expected;
+    std::vector<nnpccl_request_t> requests;
+    for (int round = 0; round < rounds; ++round)
+        for (int k = 1; k < nranks; ++k) {
+            const int to = (rank + k) % nranks;
+            sends.push_back(outgoing(p2p_shape(Collective::Send, rank, nranks, to, count, NNPCCL_INT32)));
+            requests.emplace_back();
+            EXPECT(nnpccl_isend(sends.back().data(), count, NNPCCL_INT32, to, comm, &requests.back()) == NNPCCL_SUCCESS);
+        }
+    for (int round = 0; round < rounds; ++round)
+        for (int k = 1; k < nranks; ++k) {
+            const int from = (rank + nranks - k) % nranks;
+            expected.push_back(p2p_shape(Collective::Recv, rank, nranks, from, count, NNPCCL_INT32));
+            recvs.emplace_back(count * 4, 0);
+        }
+    for (size_t i = 0; i < recvs.size(); ++i) {
+        requests.emplace_back();
+        EXPECT(nnpccl_irecv(recvs[i].data(), count, NNPCCL_INT32, expected[i].root, comm, &requests.back()) ==
+               NNPCCL_SUCCESS);
+    }
+    for (nnpccl_request_t r : requests)
+        if (nnpccl_wait(r) != NNPCCL_SUCCESS) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, nnpccl_get_last_error(comm));
+            ++failures;
+            break;
+        }
+    for (size_t i = 0; i < recvs.size() && failures == 0; ++i)
+        EXPECT(nnpccl_check::count_wrong(expected[i], recvs[i].data()) == 0);
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
 // Rank 0 posts several sends to rank 1 of different lengths, and rank 1 as
 // many receives: the n-th send lands in the n-th receive. Then rank 1
 // relays a received buffer to rank 2 (recv then send of one buffer, both
@@ -313,6 +356,13 @@ TEST_CASE("ranks that post a send to each other before receiving do not deadlock
     for (int nranks : {2, 3, 5}) {
         INFO(nranks << " ranks");
         CHECK(run_local_ranks(nranks, ring_exchange) == 0);
+    }
+}
+
+TEST_CASE("hundreds of sends posted before their receives all complete", "[mp][p2p]") {
+    for (int nranks : {2, 4}) {
+        INFO(nranks << " ranks");
+        CHECK(run_local_ranks(nranks, many_pending) == 0);
     }
 }
 
