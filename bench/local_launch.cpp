@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -130,21 +131,31 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
         return 2;
     }
     if (before_ranks_start) before_ranks_start(id);
+    // A rank that died before reading its id must fail the job, not kill
+    // the launcher with SIGPIPE.
+    struct sigaction ignore_pipe {}, previous_pipe {};
+    ignore_pipe.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore_pipe, &previous_pipe);
     for (int fd : id_to_rank)
         if (!write_exactly(fd, &id, sizeof id))
-            std::perror("ccl-bench: handing the unique id to a rank"); // that rank exits 2 and the job fails
+            std::perror("ccl-bench: handing the unique id to a rank"); // the rank has exited; its status shows it
+    sigaction(SIGPIPE, &previous_pipe, nullptr);
     children = ranks;
     int worst = 0;
     size_t left = children.size();
     bool root_holder_reaped = false;
     while (left > 0) {
         int status = 0;
+        // Any child, so that the first rank to fail is seen at once; only
+        // this job's children count (the caller may have others).
         pid_t pid = wait(&status);
+        if (pid < 0 && errno == EINTR) continue;
         if (pid < 0) break;
         if (pid == root_holder) { // early: its root is gone, and the ranks will say so
             root_holder_reaped = true;
             continue;
         }
+        if (std::find(children.begin(), children.end(), pid) == children.end()) continue;
         --left;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (statuses != nullptr) {
