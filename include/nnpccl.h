@@ -280,16 +280,21 @@ nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
  * sender's send may have returned already; then a later call of the sender
  * that waits for a peer fails). Count 0 still pairs (and the buffer may
  * then be NULL). Ranks that take no part in a send and recv do not see
- * them: they need not call anything, and their collectives are not
- * affected. peer must be another rank: a rank cannot send to itself
- * (NNPCCL_ERR_INVALID_ARGUMENT).
+ * them: they need not call anything, and a well-matched pair does not
+ * affect their collectives (a mismatched pair fails the communicator on
+ * every rank, as any fatal error does). peer must be another rank: a rank
+ * cannot send to itself (NNPCCL_ERR_INVALID_ARGUMENT).
  *
  * Ordering: a send or recv starts only after every collective this rank
  * issued before it has finished, and a collective only after every earlier
  * send and recv; among themselves, sends and receives that are pending
  * together progress together, except that two sends to the same peer, two
  * receives from the same peer, and two calls whose buffers overlap where
- * one of them writes run in the order they were issued.
+ * one of them writes run in the order they were issued. Sends and receives
+ * share their streams with the collectives, as in NCCL: a send and its recv
+ * must stand between the same two collectives on both ranks (a send before
+ * an allreduce on one rank and its recv after it on the other is a
+ * mismatch, NNPCCL_ERR_INVALID_USAGE).
  *
  * Buffering: a send hands its data to the transport, whose buffers between
  * two ranks hold a few chunks (config.chunk_bytes or NNPCCL_CHUNK_SIZE
