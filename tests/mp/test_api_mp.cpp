@@ -16,26 +16,12 @@
 #include <vector>
 
 #include "local_launch.hpp"
+#include "mp_support.hpp"
 
 namespace {
 
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            std::fprintf(stderr, "rank %d: %s:%d: expectation failed: %s\n", rank, __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                                                \
-        }                                                                                                              \
-    } while (0)
-
 nnpccl_comm_t init(int rank, int nranks, const nnpccl_unique_id_t &id, int timeout_sec = 30) {
-    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
-    cfg.timeout_sec = timeout_sec;
-    nnpccl_comm_t comm = nullptr;
-    if (nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg) != NNPCCL_SUCCESS) {
-        std::fprintf(stderr, "rank %d: init failed: %s\n", rank, nnpccl_get_last_error(nullptr));
-        return nullptr;
-    }
-    return comm;
+    return join_job(rank, nranks, id, timeout_sec);
 }
 
 bool mentions(const char *text, const char *word) { return std::strstr(text, word) != nullptr; }

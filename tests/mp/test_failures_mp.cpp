@@ -20,18 +20,12 @@
 
 #include "bootstrap_wire.hpp"
 #include "local_launch.hpp"
+#include "mp_support.hpp"
 
 namespace {
 
 nnpccl_comm_t join(int rank, int nranks, const nnpccl_unique_id_t &id, int timeout_sec) {
-    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
-    cfg.timeout_sec = timeout_sec;
-    nnpccl_comm_t comm = nullptr;
-    if (nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg) != NNPCCL_SUCCESS) {
-        std::fprintf(stderr, "rank %d: init failed: %s\n", rank, nnpccl_get_last_error(nullptr));
-        return nullptr;
-    }
-    return comm;
+    return join_job(rank, nranks, id, timeout_sec);
 }
 
 // Rank 1 passes `count + 1`; every rank must fail within the deadline, and

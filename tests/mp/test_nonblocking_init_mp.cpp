@@ -22,16 +22,9 @@
 
 #include "check_data.hpp"
 #include "local_launch.hpp"
+#include "mp_support.hpp"
 
 namespace {
-
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            std::fprintf(stderr, "rank %d: %s:%d: expectation failed: %s\n", rank, __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                                                \
-        }                                                                                                              \
-    } while (0)
 
 using Clock = std::chrono::steady_clock;
 

@@ -17,32 +17,17 @@
 #include "check_data.hpp"
 #include "dtype.hpp"
 #include "local_launch.hpp"
+#include "mp_support.hpp"
 
 using nnpccl::Collective;
 using nnpccl_check::CallShape;
 
 namespace {
 
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            std::fprintf(stderr, "rank %d: %s:%d: expectation failed: %s\n", rank, __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                                                \
-        }                                                                                                              \
-    } while (0)
-
 // Small chunks: every message beyond a few KiB crosses many of them, and
 // one beyond 8 slots x 4 KiB cannot sit in the transport's buffers whole.
 nnpccl_comm_t join(int rank, int nranks, const nnpccl_unique_id_t &id, int timeout_sec = 60) {
-    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
-    cfg.chunk_bytes = 4096;
-    cfg.timeout_sec = timeout_sec;
-    nnpccl_comm_t comm = nullptr;
-    if (nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg) != NNPCCL_SUCCESS) {
-        std::fprintf(stderr, "rank %d: init failed: %s\n", rank, nnpccl_get_last_error(nullptr));
-        return nullptr;
-    }
-    return comm;
+    return join_job(rank, nranks, id, timeout_sec, 4096);
 }
 
 CallShape p2p_shape(Collective coll, int rank, int nranks, int peer, size_t count, nnpccl_datatype_t dt) {
