@@ -33,43 +33,42 @@
 
 namespace nnpccl {
 
+namespace {
+
+// Folds the p contributions to one piece into `acc` in rank order 0..p-1:
+// ours from `mine`, the others' as they arrive.
+void fold_in_rank_order(StepList &steps, int p, int me, BufRef mine, BufRef acc, size_t len) {
+    for (int q = 0; q < p; ++q) {
+        if (q == 0) {
+            if (q == me) steps.add(kStore, -1, -1, mine, acc, len);
+            else steps.add(kRecv | kStore, q, -1, {}, acc, len);
+        } else if (q == me) {
+            steps.add(kReduce | kStore, -1, -1, mine, acc, len);
+        } else {
+            steps.add(kRecv | kReduce | kStore, q, -1, acc, acc, len);
+        }
+    }
+}
+
+} // namespace
+
 Schedule build_direct_allreduce(const CollectiveArgs &args) {
     Schedule sched;
     sched.algorithm = "direct";
     sched.channels.resize(1);
     sched.scratch_elems = args.count;
-    std::vector<Step> &out = sched.channels[0];
+    StepList steps(sched.channels[0]);
     const int p = args.nranks, me = args.rank;
     const size_t chunk = std::max<size_t>(1, args.chunk_elems);
-    auto step = [&](uint8_t flags, int peer, BufRef src, BufRef dst, size_t count, bool finalize) {
-        Step s;
-        s.flags = flags;
-        s.recv_peer = (flags & kRecv) ? peer : -1;
-        s.send_peer = (flags & kSend) ? peer : -1;
-        s.src = src;
-        s.dst = dst;
-        s.count = count;
-        s.finalize = finalize;
-        out.push_back(s);
-    };
     for (size_t k = 0, n = balanced_pieces(args.count, chunk); k < n; ++k) {
         const size_t off = piece_begin(args.count, n, k);
         const size_t len = piece_size(args.count, n, k);
         const BufRef mine{Buf::Send, off}, acc{Buf::Scratch, off};
         // Sends first: they copy our data out before anything is written.
-        for (int k = 1; k < p; ++k) step(kSend, (me + k) % p, mine, {}, len, false);
-        for (int q = 0; q < p; ++q) {
-            if (q == 0) {
-                if (q == me) step(kStore, -1, mine, acc, len, false);
-                else step(kRecv | kStore, q, {}, acc, len, false);
-            } else if (q == me) {
-                step(kReduce | kStore, -1, mine, acc, len, false);
-            } else {
-                step(kRecv | kReduce | kStore, q, acc, acc, len, false);
-            }
-        }
+        for (int j = 1; j < p; ++j) steps.add(kSend, -1, (me + j) % p, mine, {}, len);
+        fold_in_rank_order(steps, p, me, mine, acc, len);
         // The copy out finishes avg: the divide happens once, here.
-        step(kStore, -1, acc, BufRef{Buf::Recv, off}, len, true);
+        steps.add(kStore, -1, -1, acc, BufRef{Buf::Recv, off}, len, true);
     }
     return sched;
 }
@@ -116,16 +115,7 @@ Schedule build_direct_reduce_scatter(const CollectiveArgs &args) {
             const int to = (me + k) % p;
             steps.add(kSend, -1, to, BufRef{Buf::Send, block(to) + c.begin}, {}, len);
         }
-        for (int q = 0; q < p; ++q) {
-            if (q == 0) {
-                if (q == me) steps.add(kStore, -1, -1, mine, acc, len);
-                else steps.add(kRecv | kStore, q, -1, {}, acc, len);
-            } else if (q == me) {
-                steps.add(kReduce | kStore, -1, -1, mine, acc, len);
-            } else {
-                steps.add(kRecv | kReduce | kStore, q, -1, acc, acc, len);
-            }
-        }
+        fold_in_rank_order(steps, p, me, mine, acc, len);
         // The copy out finishes avg: the divide happens once, here. In
         // place it overwrites our block of the input, read above.
         steps.add(kStore, -1, -1, acc, BufRef{Buf::Recv, c.begin}, len, true);
