@@ -25,6 +25,17 @@ constexpr Collective kAllCollectives[] = {
     Collective::Reduce,    Collective::Barrier,       Collective::Gather,    Collective::Scatter,
     Collective::Alltoall,  Collective::Send,          Collective::Recv};
 
+// Combines the ranks' data with an op.
+constexpr bool reduces(Collective c) {
+    return c == Collective::Allreduce || c == Collective::ReduceScatter || c == Collective::Reduce;
+}
+// A send or recv: `root` is its peer.
+constexpr bool is_point_to_point(Collective c) { return c == Collective::Send || c == Collective::Recv; }
+// Has a root rank proper (broadcast, reduce, gather, scatter).
+constexpr bool has_root(Collective c) {
+    return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+}
+
 const char *collective_name(Collective c);
 // The collective whose collective_name() is `name`; false when none is.
 bool collective_from_name(std::string_view name, Collective *out);

@@ -11,14 +11,10 @@ namespace {
 
 using C = Collective;
 
-bool rooted(Collective c) {
-    return c == C::Broadcast || c == C::Reduce || c == C::Gather || c == C::Scatter || c == C::Send || c == C::Recv;
-}
-
 // The root (or the peer of send and recv) is a rank, and a peer not this one.
 bool valid_root(const CollectiveArgs &args, std::string *why_not) {
-    if (!rooted(args.collective)) return true;
-    const bool peer = args.collective == C::Send || args.collective == C::Recv;
+    const bool peer = is_point_to_point(args.collective);
+    if (!has_root(args.collective) && !peer) return true;
     if (args.root >= 0 && args.root < args.nranks && !(peer && args.root == args.rank)) return true;
     if (why_not != nullptr)
         *why_not = std::string(peer ? "the peer " : "the root ") + std::to_string(args.root) +

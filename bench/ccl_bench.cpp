@@ -28,19 +28,17 @@ using nnpccl::Collective;
 struct CollInfo {
     const char *name;
     Collective coll; // sendrecv: Send (and its Recv)
-    bool reduces;
-    bool rooted;
     // sendrecv, as nccl-tests's sendrecv_perf: every rank sends to rank+1 and
     // receives from rank-1 at once (an isend and an irecv, then both waits).
     bool exchange = false;
 };
 
 const CollInfo kColls[] = {
-    {"allreduce", Collective::Allreduce, true, false},     {"reduce_scatter", Collective::ReduceScatter, true, false},
-    {"allgather", Collective::Allgather, false, false},    {"broadcast", Collective::Broadcast, false, true},
-    {"reduce", Collective::Reduce, true, true},            {"gather", Collective::Gather, false, true},
-    {"scatter", Collective::Scatter, false, true},         {"alltoall", Collective::Alltoall, false, false},
-    {"sendrecv", Collective::Send, false, false, true},
+    {"allreduce", Collective::Allreduce}, {"reduce_scatter", Collective::ReduceScatter},
+    {"allgather", Collective::Allgather}, {"broadcast", Collective::Broadcast},
+    {"reduce", Collective::Reduce},       {"gather", Collective::Gather},
+    {"scatter", Collective::Scatter},     {"alltoall", Collective::Alltoall},
+    {"sendrecv", Collective::Send, true},
 };
 
 struct Options {
@@ -401,8 +399,8 @@ int Bench::run() {
             oob_total += x.out_of_bounds;
         }
         if (rank_ != 0) continue;
-        const int root = o_.coll->rooted ? o_.root : -1;
-        const char *opname = o_.coll->reduces ? nnpccl::redop_name(o_.op) : "none";
+        const int root = nnpccl::has_root(o_.coll->coll) ? o_.root : -1;
+        const char *opname = nnpccl::reduces(o_.coll->coll) ? nnpccl::redop_name(o_.op) : "none";
         std::printf("%12zu  %12zu  %8s  %6s  %6d", total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
         for (const Result &x : r) {
             if (x.not_applicable) {
@@ -447,7 +445,7 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
     int rank = 0, nranks = 1;
     nnpccl_comm_rank(comm, &rank);
     nnpccl_comm_size(comm, &nranks);
-    if (o.coll->rooted && o.root >= nranks) {
+    if (nnpccl::has_root(o.coll->coll) && o.root >= nranks) {
         if (rank == 0) std::fprintf(stderr, "ccl-bench: -r %d is not a rank of %d\n", o.root, nranks);
         nnpccl_comm_destroy(comm);
         return 2;
@@ -478,7 +476,7 @@ nnpccl_bench::ExplainRequest explain_request(const Options &o) {
     r.step_bytes = o.step_bytes;
     r.datatype = o.dt;
     // An exchange is planned as rank 0's send to rank 1.
-    r.root = o.coll->rooted ? o.root : o.coll->exchange ? 1 : -1;
+    r.root = nnpccl::has_root(o.coll->coll) ? o.root : o.coll->exchange ? 1 : -1;
     return r;
 }
 

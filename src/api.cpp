@@ -154,14 +154,11 @@ Status validate(const nnpccl_comm *comm, const CollectiveCall &c) {
     if (!valid_datatype(c.datatype))
         return invalid_argument("datatype=%d is not an nnpccl_datatype_t (0..%d)", static_cast<int>(c.datatype),
                                 NNPCCL_NUM_DATATYPES - 1);
-    const bool reduces = c.collective == C::Allreduce || c.collective == C::ReduceScatter || c.collective == C::Reduce;
-    if (reduces && !valid_redop(c.op))
+    if (reduces(c.collective) && !valid_redop(c.op))
         return invalid_argument("op=%d is not an nnpccl_redop_t (0..%d)", static_cast<int>(c.op), NNPCCL_NUM_OPS - 1);
-    const bool rooted = c.collective == C::Broadcast || c.collective == C::Reduce || c.collective == C::Gather ||
-                        c.collective == C::Scatter;
-    if (rooted && (c.root < 0 || c.root >= comm->nranks))
+    if (has_root(c.collective) && (c.root < 0 || c.root >= comm->nranks))
         return invalid_argument("root=%d is out of range: the communicator has ranks 0..%d", c.root, comm->nranks - 1);
-    const bool p2p = c.collective == C::Send || c.collective == C::Recv;
+    const bool p2p = is_point_to_point(c.collective);
     if (p2p && (c.root < 0 || c.root >= comm->nranks))
         return invalid_argument("peer=%d is out of range: the communicator has ranks 0..%d", c.root, comm->nranks - 1);
     // The transports have no stream from a rank to itself, and a blocking

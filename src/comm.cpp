@@ -280,7 +280,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         if (log) log_plan(args, *schedule, considered);
         schedule_cache.insert(key, schedule);
     }
-    const bool p2p = call.collective == Collective::Send || call.collective == Collective::Recv;
+    const bool p2p = is_point_to_point(call.collective);
     uint64_t sequence = 0;
     if (p2p) {
         if (sends_to.empty()) {
@@ -303,14 +303,10 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     buffers.descriptor.collective = static_cast<uint32_t>(call.collective);
     buffers.descriptor.sequence = sequence;
     buffers.descriptor.count = call.count;
-    const bool reduces = call.collective == Collective::Allreduce || call.collective == Collective::ReduceScatter ||
-                         call.collective == Collective::Reduce;
     // The peer of a send or recv rides in the root field.
-    const bool rooted = call.collective != Collective::Allreduce && call.collective != Collective::ReduceScatter &&
-                        call.collective != Collective::Allgather && call.collective != Collective::Alltoall &&
-                        call.collective != Collective::Barrier;
+    const bool rooted = has_root(call.collective) || p2p;
     buffers.descriptor.datatype = call.collective == Collective::Barrier ? -1 : static_cast<int32_t>(call.datatype);
-    buffers.descriptor.op = reduces ? static_cast<int32_t>(call.op) : -1;
+    buffers.descriptor.op = reduces(call.collective) ? static_cast<int32_t>(call.op) : -1;
     buffers.descriptor.root = rooted ? call.root : -1;
     buffers.expected = buffers.descriptor;
     if (call.collective == Collective::Recv) {

@@ -2,8 +2,9 @@
 // issue order, except that sends and receives pending together run side by
 // side where they use different streams and buffers (two ranks that post a
 // send to each other and then a receive must not wait for each other's
-// send to finish first); operations still finish in issue order. Whoever waits drives: a blocking call or nnpccl_wait runs the
-// executor on the caller's thread; operations nobody waits for are driven by
+// send to finish first); operations still finish in issue order. Whoever
+// waits drives: a blocking call or nnpccl_wait runs the executor on the
+// caller's thread; operations nobody waits for are driven by
 // a progress thread that exists only once a nonblocking call was made. So
 // the runtime progresses itself, and blocking calls pay no thread hand-off.
 //

@@ -1,8 +1,9 @@
 // Real ranks (processes) over the shared-memory transport: every collective
-// (send and recv: test_p2p_mp.cpp), datatype and op, in place and out of place, on 1 to 5 ranks, with counts
-// 0, 1, primes and counts that do not divide by the rank count, compared bit
-// for bit with the exact result. Chunks are made small so that every call
-// of any size crosses many pipelined chunks.
+// (send and recv: test_p2p_mp.cpp), datatype and op, in place and out of
+// place, on 1 to 5 ranks, with counts 0, 1, primes and counts that do not
+// divide by the rank count, compared bit for bit with the exact result.
+// Chunks are made small so that every call of any size crosses many
+// pipelined chunks.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -34,7 +35,7 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
                                 Collective::Scatter,   Collective::Alltoall};
     std::vector<unsigned char> send, recv;
     for (Collective coll : colls) {
-        const bool reduces = coll == Collective::Allreduce || coll == Collective::ReduceScatter || coll == Collective::Reduce;
+        const bool reduces = nnpccl::reduces(coll);
         for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d)
             for (int o = 0; o < (reduces ? NNPCCL_NUM_OPS : 1); ++o)
                 for (size_t count : counts)

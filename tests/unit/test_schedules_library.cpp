@@ -33,8 +33,6 @@ struct TypedOp {
 };
 const TypedOp kTypedOps[] = {{NNPCCL_FLOAT32, NNPCCL_SUM}, {NNPCCL_FLOAT32, NNPCCL_AVG}, {NNPCCL_INT32, NNPCCL_SUM}};
 
-bool reduces(Collective c) { return c != Collective::Allgather && c != Collective::Broadcast; }
-
 // Every (collective, ranks, count, in place, type and op, chunk) of the
 // grid above, with the root chosen per rank count.
 void check_grid(const char *name, const Builder &build, std::initializer_list<Collective> collectives,
