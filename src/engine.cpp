@@ -142,6 +142,8 @@ void Engine::fail_locked_queue(const Status &why) {
         doomed.swap(queue_);
     }
     for (Transport *t : transports_) t->announce_abort(why.code());
+    // The doomed operations' callers may free their buffers once told.
+    for (Transport *t : transports_) t->forget_caller_memory();
     if (first && failure_hook_) failure_hook_(why);
     Status reason = failure();
     for (auto &op : doomed) finish(op, reason);

@@ -1,5 +1,6 @@
 #include "executor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -32,7 +33,12 @@ std::string describe(const OperationDescriptor &d) {
 bool ScheduleRun::finished() const {
     for (size_t c = 0; c < cursor_.size(); ++c)
         if (cursor_[c] < schedule_->channels[c].size()) return false;
-    return true;
+    return std::all_of(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); });
+}
+
+bool ScheduleRun::in_flight_overlaps(const char *begin, const char *end) const {
+    return std::any_of(in_flight_.begin(), in_flight_.end(),
+                       [&](const InPlaceSend &s) { return begin < s.end && s.begin < end && !s.done(); });
 }
 
 char *ScheduleRun::address(const BufRef &ref) const {
@@ -53,6 +59,19 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     Transport *tx = step.has(kSend) ? route_[static_cast<size_t>(step.send_peer)] : nullptr;
     const bool check_descriptor = rx != nullptr && !verified_[stream_index(step.recv_peer, channel)];
     const bool send_descriptor = tx != nullptr && !announced_[stream_index(step.send_peer, channel)];
+    char *src = address(step.src);
+    char *dst = address(step.dst);
+    const bool store = step.has(kStore);
+    const uint32_t divisor = (step.finalize && buffers_.op == NNPCCL_AVG) ? buffers_.nranks : 1;
+    const bool writes_dst = store || (rx == nullptr && step.has(kReduce));
+    if (writes_dst && bytes > 0 && in_flight_overlaps(dst, dst + bytes)) return false;
+    // Where the value lies once the step has computed it, if the transport
+    // can send it from there: the source of a plain copy, else the target.
+    const char *send_from = nullptr;
+    if (tx != nullptr && bytes > 0 && tx->sends_in_place(bytes)) {
+        if (rx == nullptr && !step.has(kReduce) && divisor == 1) send_from = src;
+        else if (writes_dst) send_from = dst;
+    }
     if (rx != nullptr) {
         size_t in_bytes = 0;
         const void *message = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
@@ -85,12 +104,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     if (tx != nullptr) {
         slot = tx->try_acquire_send(step.send_peer, channel);
         if (slot == nullptr) return false;
-        out = static_cast<char *>(slot) + (send_descriptor ? kDescriptorBytes : 0);
+        if (send_from == nullptr) out = static_cast<char *>(slot) + (send_descriptor ? kDescriptorBytes : 0);
     }
-    char *src = address(step.src);
-    char *dst = address(step.dst);
-    const bool store = step.has(kStore);
-    const uint32_t divisor = (step.finalize && buffers_.op == NNPCCL_AVG) ? buffers_.nranks : 1;
     if (step.count == 0) {
         // A zero-byte message (the barrier's signal) carries no data to touch.
     } else if (rx != nullptr && step.has(kReduce)) {
@@ -108,9 +123,9 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         reduce(dst, dst, src, step.count, buffers_.datatype, buffers_.op, divisor);
         if (out != nullptr) std::memcpy(out, dst, bytes);
     } else {
-        void *target = store ? static_cast<void *>(dst) : out;
-        divide(target, src, step.count, buffers_.datatype, divisor);
-        if (store && out != nullptr) std::memcpy(out, dst, bytes);
+        if (store) divide(dst, src, step.count, buffers_.datatype, divisor);
+        if (out != nullptr && store) std::memcpy(out, dst, bytes);
+        else if (out != nullptr) divide(out, src, step.count, buffers_.datatype, divisor);
     }
     if (rx != nullptr) {
         rx->release_recv(step.recv_peer, channel);
@@ -118,7 +133,13 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     if (tx != nullptr) {
         if (send_descriptor) std::memcpy(slot, &buffers_.descriptor, sizeof buffers_.descriptor);
-        tx->commit_send(step.send_peer, channel, bytes + (send_descriptor ? kDescriptorBytes : 0));
+        const size_t header = send_descriptor ? kDescriptorBytes : 0;
+        if (send_from != nullptr) {
+            const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, header, send_from, bytes);
+            in_flight_.push_back({tx, step.send_peer, channel, ticket, send_from, send_from + bytes});
+        } else {
+            tx->commit_send(step.send_peer, channel, bytes + header);
+        }
         announced_[stream_index(step.send_peer, channel)] = 1;
     }
     return true;
@@ -126,6 +147,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
 
 Status ScheduleRun::advance(size_t *progressed) {
     *progressed = 0;
+    in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); }),
+                     in_flight_.end());
     Status status;
     bool moved = true;
     while (moved) {

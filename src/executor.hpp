@@ -89,6 +89,19 @@ private:
     // Per (peer, channel): whether this operation's descriptor went out / came in yet.
     std::vector<uint8_t> announced_;
     std::vector<uint8_t> verified_;
+    // Sends in place (Transport::sends_in_place) not yet done: no step may
+    // write the bytes they read, and the run is not finished, until they are.
+    struct InPlaceSend {
+        Transport *transport;
+        int peer;
+        int channel;
+        uint64_t ticket;
+        const char *begin;
+        const char *end;
+        bool done() const { return transport->send_done(peer, channel, ticket); }
+    };
+    std::vector<InPlaceSend> in_flight_;
+    bool in_flight_overlaps(const char *begin, const char *end) const;
 };
 
 } // namespace nnpccl

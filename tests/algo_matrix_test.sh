@@ -1,8 +1,11 @@
 #!/bin/sh
 # Every algorithm the registry lists, forced with NNPCCL_ALGO for every
-# collective of the C API it serves, on 4 ranks of the flat topology:
-# ccl-bench's bit-exact check over sizes from 8 B to 1 MiB, and rank 0's
-# INFO log must show the forced algorithm ran. Algorithms that do not apply
+# collective of the C API it serves, on 4 ranks of the flat topology, over
+# shared memory and over libfabric: ccl-bench's bit-exact check over sizes
+# from 8 B to 2 MiB, and rank 0's INFO log must show the forced algorithm
+# ran. Over libfabric the chunk is 64 KiB, so blocks take several messages
+# and the provider sends them straight out of the caller's buffers (in
+# place, which must never overwrite what a send still reads). Algorithms that do not apply
 # on flat (torus2d) must fail with a message saying so; an unknown --algo
 # is a usage error (exit 2).
 set -u
@@ -20,15 +23,18 @@ pairs=$(awk '$2 == "serves:" {name = $1; $1 = ""; $2 = ""; gsub(/,/, ""); serves
              $1 == "applies:" {print name, ($2 == "always" || name == "p2p" ? "always" : "conditional"), serves[name]}' "$out/list")
 [ -n "$pairs" ] || { echo "FAILED: --list-algos lists nothing"; cat "$out/list"; exit 1; }
 
+for transport in shm ofi; do
+chunk=
+[ $transport = ofi ] && chunk=64K
 echo "$pairs" | while read -r algo applies collectives; do
     for c in $collectives; do
         case " $api_collectives " in *" $c "*) ;; *) continue ;; esac
-        label="NNPCCL_ALGO=$c:$algo"
+        label="NNPCCL_ALGO=$c:$algo over $transport"
         # Sends and receives run as ccl-bench's ring exchange (no in-place columns).
         run=$c
         case $c in send | recv) run=sendrecv ;; esac
-        NNPCCL_DEBUG=INFO NNPCCL_ALGO="$c:$algo" "$bench" "$run" --np 4 -b 8 -e 1M -f 8 -c 1 -n 2 -w 1 \
-            >"$out/run" 2>"$out/err"
+        NNPCCL_DEBUG=INFO NNPCCL_ALGO="$c:$algo" NNPCCL_CHUNK_SIZE=$chunk "$bench" "$run" --np 4 \
+            --transport $transport -b 8 -e 2M -f 8 -c 1 -n 2 -w 1 >"$out/run" 2>"$out/err"
         status=$?
         if [ "$applies" = always ]; then
             if [ $status -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out/run" ||
@@ -49,6 +55,7 @@ echo "$pairs" | while read -r algo applies collectives; do
     done
     [ $failed -eq 0 ] || exit 1
 done || failed=1
+done
 
 "$bench" allreduce --algo no_such_algorithm --np 4 >"$out/run" 2>&1
 status=$?

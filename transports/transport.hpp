@@ -31,6 +31,23 @@ public:
     // Sends the first `bytes` of the acquired buffer.
     virtual void commit_send(int peer, int channel, size_t bytes) = 0;
 
+    // Sends in place, for transports that can send straight out of the
+    // caller's memory (a libfabric provider that needs no registration):
+    // the message is the first `header_bytes` of the acquired buffer
+    // followed by `data`, which is not copied and must stay unchanged until
+    // send_done(ticket). Saves the copy into the send buffer. Whether a
+    // message of `bytes` is better sent so:
+    virtual bool sends_in_place(size_t /*bytes*/) const { return false; }
+    virtual uint64_t commit_send_in_place(int /*peer*/, int /*channel*/, size_t /*header_bytes*/,
+                                          const void * /*data*/, size_t /*bytes*/) {
+        return 0;
+    }
+    virtual bool send_done(int /*peer*/, int /*channel*/, uint64_t /*ticket*/) const { return true; }
+    // The communicator has failed: stop reading the caller's memory (sends
+    // in place still in flight are dropped), so the caller may free it once
+    // the failed operation returns.
+    virtual void forget_caller_memory() {}
+
     // The next message from `peer`, or nullptr while none has arrived. It
     // stays valid and in place until release_recv.
     virtual const void *try_peek_recv(int peer, int channel, size_t *bytes) = 0;

@@ -63,17 +63,15 @@ inline void fill_unwritten(void *dst, size_t elems, nnpccl_datatype_t dt) {
     }
 }
 
-// Runs rank r's call `shapes[r]` (shapes[r].rank is set to r): ranks may
-// run different calls, as the two ends of a send and recv do. Fails the
-// test on a deadlock, an executor error, a message left over or a byte
-// written where the call may not write.
-inline SimResult run_ranks(std::vector<CallShape> shapes, const Builder &build, size_t chunk_elems, int slots = 2,
-                           const InputWriter &write_input = nullptr) {
+// One run of every rank's call over a loop fabric whose sends copy or go
+// in place; see run_ranks.
+inline SimResult run_ranks_with(std::vector<CallShape> shapes, const Builder &build, size_t chunk_elems, int slots,
+                                const InputWriter &write_input, nnpccl::LoopFabric::Sends sends) {
     using namespace nnpccl;
     const int p = static_cast<int>(shapes.size());
     size_t largest_elem = 1;
     for (const CallShape &s : shapes) largest_elem = std::max(largest_elem, datatype_size(s.dt));
-    LoopFabric fabric(p, chunk_elems * largest_elem + kDescriptorBytes, slots);
+    LoopFabric fabric(p, chunk_elems * largest_elem + kDescriptorBytes, slots, sends);
     std::vector<std::vector<unsigned char>> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p));
     std::vector<std::vector<unsigned char>> send_before(static_cast<size_t>(p)), recv_before(static_cast<size_t>(p));
     std::vector<std::vector<Transport *>> routes(static_cast<size_t>(p));
@@ -158,6 +156,22 @@ inline SimResult run_ranks(std::vector<CallShape> shapes, const Builder &build, 
         result.outputs.emplace_back(out, out + output_elems(shape) * datatype_size(shape.dt));
     }
     return result;
+}
+
+// Runs rank r's call `shapes[r]` (shapes[r].rank is set to r): ranks may
+// run different calls, as the two ends of a send and recv do. Fails the
+// test on a deadlock, an executor error, a message left over or a byte
+// written where the call may not write. Runs twice: with sends copied out
+// of the caller's memory, and with sends read from it in place (as over
+// libfabric), which must give the same bits.
+inline SimResult run_ranks(std::vector<CallShape> shapes, const Builder &build, size_t chunk_elems, int slots = 2,
+                           const InputWriter &write_input = nullptr) {
+    using Sends = nnpccl::LoopFabric::Sends;
+    SimResult copied = run_ranks_with(shapes, build, chunk_elems, slots, write_input, Sends::Copied);
+    SimResult in_place = run_ranks_with(shapes, build, chunk_elems, slots, write_input, Sends::InPlace);
+    CHECK(in_place.wrong == copied.wrong);
+    CHECK(in_place.outputs == copied.outputs);
+    return copied;
 }
 
 // Every rank runs `shape` (its rank set to each in turn).

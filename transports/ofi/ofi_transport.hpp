@@ -6,7 +6,11 @@
 // `slots` messages of each stream pre-posted, so a stream of chunks
 // pipelines like the shared-memory queues do. Cost per message: one copy
 // into the send buffer, the provider's transfer, one pass out of the
-// receive buffer.
+// receive buffer. Where the provider needs no registration (tcp, net),
+// messages from 32 KiB up skip the first copy: the slot holds only the
+// operation's descriptor and the provider sends the data from the caller's
+// memory (Transport::sends_in_place); over loopback TCP on two cores that
+// took 2-rank allreduce busbw from about 2.0 to about 2.9 GB/s.
 //
 // Tags: source rank (16 bits) | channel (4 bits) | stream sequence (40
 // bits). Every message of a stream has its own sequence number, so
@@ -45,6 +49,10 @@ public:
     size_t max_message_bytes() const override;
     void *try_acquire_send(int peer, int channel) override;
     void commit_send(int peer, int channel, size_t bytes) override;
+    bool sends_in_place(size_t bytes) const override;
+    uint64_t commit_send_in_place(int peer, int channel, size_t header_bytes, const void *data, size_t bytes) override;
+    bool send_done(int peer, int channel, uint64_t ticket) const override;
+    void forget_caller_memory() override;
     const void *try_peek_recv(int peer, int channel, size_t *bytes) override;
     void release_recv(int peer, int channel) override;
     void poll() override;
