@@ -1,6 +1,7 @@
 // Where a local rank runs on its host: NNPCCL_PIN=auto (each local rank on a
 // core of its own, spread over packages and NUMA nodes, when there are at
-// least as many cores as local ranks; nothing pinned otherwise), off, or a
+// least as many cores as local ranks; round robin over the cores
+// otherwise), off, or a
 // CPU list ("0,2,4-5": local rank i takes the i-th CPU). The calling thread
 // is pinned, so the progress thread it starts later inherits the core.
 #pragma once

@@ -45,7 +45,7 @@ bool discover_host(HostInfo *out, std::string *error);
 
 // Pinning: the core for local rank `local_rank` of `local_ranks` on this
 // host, spreading ranks evenly over the cores (so over packages and NUMA
-// nodes too), or -1 when there are fewer cores than ranks (pin nothing).
+// nodes too); with fewer cores than ranks, round robin over the cores.
 int core_for_local_rank(const HostInfo &host, int local_rank, int local_ranks);
 // The OS CPU numbers to bind local rank `local_rank` to (all hardware
 // threads of its core); empty when nothing should be pinned.

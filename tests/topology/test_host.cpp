@@ -25,7 +25,7 @@ TEST_CASE("discovers this host", "[host]") {
     CHECK(describe_host(host).find(std::to_string(host.cores) + " core") != std::string::npos);
 }
 
-TEST_CASE("pinning: one core per local rank, or nothing", "[host]") {
+TEST_CASE("pinning: one core per local rank, or round robin when ranks outnumber cores", "[host]") {
     HostInfo host;
     host.cores = 4;
     host.core_cpus = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
@@ -35,8 +35,10 @@ TEST_CASE("pinning: one core per local rank, or nothing", "[host]") {
     CHECK(core_for_local_rank(host, 1, 2) == 2); // spread over NUMA nodes
     CHECK(cpus_for_local_rank(host, 1, 2) == std::vector<int>{2, 6});
     for (int r = 0; r < 4; ++r) CHECK(core_for_local_rank(host, r, 4) == r);
-    CHECK(core_for_local_rank(host, 0, 5) == -1); // fewer cores than ranks
-    CHECK(cpus_for_local_rank(host, 0, 5).empty());
+    // Fewer cores than ranks: neighbours on different cores.
+    for (int r = 0; r < 6; ++r) CHECK(core_for_local_rank(host, r, 6) == r % 4);
+    CHECK(cpus_for_local_rank(host, 5, 6) == std::vector<int>{1, 5});
+    CHECK(core_for_local_rank(host, 6, 6) == -1);
     CHECK(numa_node_of_cpu(host, 6) == 1);
     CHECK(numa_node_of_cpu(host, 9) == -1);
 
