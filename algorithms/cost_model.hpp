@@ -35,6 +35,9 @@ struct CostInputs {
     // bfloat16 convert to float32 and back). The defaults, a modest host,
     // serve callers that measure nothing (tests).
     double host_reduce_us_per_byte[4] = {1e-4, 4e-4, 1e-4, 1e-4};
+    // Ranks per core on the most crowded host (1 when every rank has a
+    // core of its own). See host_lockstep() in cost_model.cpp.
+    double host_ranks_per_core = 1;
 
     double host_reduce_us(size_t elem_size) const;
 };

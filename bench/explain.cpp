@@ -8,6 +8,7 @@
 
 #include "config.hpp"
 #include "dtype.hpp"
+#include "host.hpp"
 #include "planner.hpp"
 #include "reduce.hpp"
 #include "topology.hpp"
@@ -94,6 +95,11 @@ int explain_plans(const ExplainRequest &request) {
     if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
     const HostReduceSpeed &speed = host_reduce_speed();
     std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), options.costs.host_reduce_us_per_byte);
+    // As if the ranks ran on this host, as ccl-bench --np runs them.
+    HostInfo host;
+    std::string host_error;
+    if (discover_host(&host, &host_error) && host.cores > 0)
+        options.costs.host_ranks_per_core = std::max(1.0, static_cast<double>(p) / host.cores);
 
     CollectiveArgs args;
     args.collective = request.collective;
@@ -107,9 +113,10 @@ int explain_plans(const ExplainRequest &request) {
 
     std::printf("# ccl-bench %s --explain: predictions on %s, %d ranks; no ranks run\n",
                 collective_name(request.collective), topology.name().c_str(), p);
-    std::printf("# %s (%zu B), chunk %zu B, host reduction %.3g ns/B (%zu-byte sums), NNPCCL_ALGO %s\n",
+    std::printf("# %s (%zu B), chunk %zu B, host reduction %.3g ns/B (%zu-byte sums), %.3g ranks per core, "
+                "NNPCCL_ALGO %s\n",
                 datatype_name(request.datatype), elem, settings.chunk_bytes,
-                options.costs.host_reduce_us(elem) * 1e3, elem,
+                options.costs.host_reduce_us(elem) * 1e3, elem, options.costs.host_ranks_per_core,
                 options.algo_override.empty() ? "unset" : "set");
     std::printf("# time in us, busbw in GB/s; * marks the choice; bound: the bus bytes at the slowest chip's "
                 "injection, %g GB/s\n", topology.min_injection_gbps());

@@ -37,6 +37,7 @@ Status place_local_rank(const std::string &pin_spec, int local_rank, int local_r
         return Status::ok();
     }
     out->numa_nodes = host.numa_nodes;
+    out->cores = host.cores;
     const std::string spec = pin_spec.empty() ? "auto" : pin_spec;
     if (spec == "off") {
         LOG_INFO("NNPCCL_PIN=off: local rank %d is not pinned", local_rank);

@@ -17,6 +17,7 @@ struct RankPlacement {
     int numa_node = -1;    // the rank's NUMA node where known; shm queues prefer it
     int numa_nodes = 1;
     std::string nic;       // the NIC nearest that node ("" when none); ofi prefers it
+    int cores = 0;         // usable cores on the host (0 when unknown)
 };
 
 Status place_local_rank(const std::string &pin_spec, int local_rank, int local_ranks, RankPlacement *out);

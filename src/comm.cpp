@@ -54,15 +54,24 @@ Status emulate_links(nnpccl_comm &comm) {
 // host reduces (a few ms, once per process) and the others take its
 // figures, since ranks that measured apart could choose apart near a
 // crossover and then run different schedules.
-Status agree_on_reduce_speed(Bootstrap &bootstrap, int rank, const Deadline &deadline,
-                             std::array<double, 4> *us_per_byte) {
-    std::string mine;
+// What the planner needs from the hosts, the same on every rank: rank 0's
+// reduction speeds and the most crowded host's ranks per core.
+Status agree_on_host_costs(Bootstrap &bootstrap, int rank, double my_ranks_per_core, const Deadline &deadline,
+                           Settings *settings) {
+    std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
     if (rank == 0)
-        for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v); // hex floats: exact
+        for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
     std::vector<std::string> all;
     NNPCCL_TRY(bootstrap.allgather(mine, deadline, &all));
-    const char *text = all[0].c_str();
-    for (double &v : *us_per_byte) {
+    settings->ranks_per_core = 1;
+    for (const std::string &entry : all) {
+        double v = std::strtod(entry.c_str(), nullptr);
+        if (v > settings->ranks_per_core) settings->ranks_per_core = v;
+    }
+    char *after_ranks_per_core = nullptr;
+    std::strtod(all[0].c_str(), &after_ranks_per_core);
+    const char *text = after_ranks_per_core;
+    for (double &v : settings->reduce_us_per_byte) {
         char *end = nullptr;
         v = std::strtod(text, &end);
         if (end == text || !(v >= 0)) return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
@@ -153,7 +162,9 @@ Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
     std::string topo_error;
     if (!load_topology(comm->settings.topology, nranks, &comm->topology, &topo_error))
         return invalid_argument("NNPCCL_TOPO=%s: %s", comm->settings.topology.c_str(), topo_error.c_str());
-    NNPCCL_TRY(agree_on_reduce_speed(*comm->bootstrap, rank, deadline, &comm->settings.reduce_us_per_byte));
+    const double ranks_per_core =
+        placement.cores > 0 ? static_cast<double>(local.size()) / placement.cores : 1.0;
+    NNPCCL_TRY(agree_on_host_costs(*comm->bootstrap, rank, ranks_per_core, deadline, &comm->settings));
     comm->route.assign(static_cast<size_t>(nranks), nullptr);
     // Streams per peer: as many as the algorithm with the most channels needs.
     const int channels = max_schedule_channels(comm->topology);
@@ -268,6 +279,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
         std::copy(settings.reduce_us_per_byte.begin(), settings.reduce_us_per_byte.end(),
                   options.costs.host_reduce_us_per_byte);
+        options.costs.host_ranks_per_core = settings.ranks_per_core;
         // Rank 0 logs each collective's choice once per power-of-two size.
         const size_t bytes = call_bytes(args);
         const int size_class = bytes == 0 ? -1 : 63 - __builtin_clzll(static_cast<unsigned long long>(bytes));

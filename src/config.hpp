@@ -37,6 +37,9 @@ struct Settings {
     // The planner's γ: µs per byte a host sum takes, by element size 1, 2,
     // 4, 8 (reduce.hpp); rank 0's measurement, so every rank plans alike.
     std::array<double, 4> reduce_us_per_byte{};
+    // Ranks per core on the most crowded host of the communicator (at
+    // least 1); the planner's lockstep term (cost_model.cpp).
+    double ranks_per_core = 1;
 };
 
 // Parses "4096", "512K", "4M", "1G" (powers of 1024). Returns nullopt on

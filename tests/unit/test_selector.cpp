@@ -85,6 +85,30 @@ TEST_CASE("tiny allreduces take a latency algorithm, large ones a bandwidth algo
     }
 }
 
+// On a host whose ranks outnumber its cores, lockstep rounds take turns on
+// each core and the ring's pipeline wins from a few KiB up (measured on 4
+// ranks on 2 cores; see host_lockstep in cost_model.cpp); with a core per
+// rank direct stays the choice for allgather, as its single round carries
+// the ring's bytes.
+TEST_CASE("a host with more ranks than cores prefers the ring to lockstep rounds", "[selector]") {
+    const Topology flat = Topology::flat(4);
+    PlanOptions crowded;
+    crowded.costs.host_ranks_per_core = 2;
+    for (Collective c : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather, Collective::Broadcast,
+                         Collective::Reduce}) {
+        INFO(collective_name(c));
+        for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{64} << 20})
+            CHECK(chosen(call(c, 4, bytes), flat, crowded) == "ring");
+    }
+    CHECK(chosen(call(Collective::Allreduce, 4, 64), flat, crowded) == "direct");
+    CHECK(chosen(call(Collective::Allgather, 4, size_t{1} << 20), flat) == "direct");
+    // The term is the host's: an NNP-T preset's chips are not crowded.
+    const Topology hcm = preset("nnpt-hcm8", 8);
+    PlanOptions crowded_hcm;
+    crowded_hcm.costs.host_ranks_per_core = 4;
+    CHECK(chosen(call(Collective::Allreduce, 8, 64), hcm, crowded_hcm) == chosen(call(Collective::Allreduce, 8, 64), hcm));
+}
+
 // From 512 MiB up; at 16-256 MiB the ring both ways is predicted faster
 // (its four channels are never out of step, while the torus's few slices
 // leave ports idle at the start and end of each channel).
