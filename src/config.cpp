@@ -53,6 +53,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     NNPCCL_TRY(env_int("NNPCCL_TIMEOUT", 1, 86400 * 365, &s.timeout_sec));
     NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm_slots));
     NNPCCL_TRY(env_int("NNPCCL_SPIN_US", 0, 1000000, &s.spin_us));
+    NNPCCL_TRY(env_int("NNPCCL_OFI_SEND_IN_PLACE", 0, 1, &s.ofi_send_in_place));
     std::string transport = env_string("NNPCCL_TRANSPORT");
     if (transport == "shm") s.transport = TransportMode::Shm;
     else if (transport == "ofi") s.transport = TransportMode::Ofi;

@@ -24,6 +24,7 @@ struct Settings {
     size_t chunk_bytes = 512 * 1024;  // NNPCCL_CHUNK_SIZE: pipelining unit (data per message)
     size_t message_bytes = 0;         // a transport slot: a chunk plus the header the executor adds; set at init
     int shm_slots = 8;                // NNPCCL_SHM_SLOTS: slots per shm queue (pipelining depth)
+    int ofi_send_in_place = 1;        // NNPCCL_OFI_SEND_IN_PLACE: 0 copies every message into a registered slot
     int spin_us = -1;                 // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
     std::string topology;             // NNPCCL_TOPO: a preset name or a topology file; empty = flat
     bool emulate_links = false;       // NNPCCL_EMULATE_LINKS=1: pace traffic to the topology's links

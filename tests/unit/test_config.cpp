@@ -57,6 +57,20 @@ TEST_CASE("settings come from the config struct, then the environment, then defa
         ScopedEnv c("NNPCCL_CHUNK_SIZE", "1");
         CHECK(resolve_settings(nullptr, &s).code() == NNPCCL_ERR_INVALID_ARGUMENT);
     }
+    {
+        Settings fresh;
+        REQUIRE(resolve_settings(nullptr, &fresh).is_ok());
+        CHECK(fresh.ofi_send_in_place == 1);
+        ScopedEnv off("NNPCCL_OFI_SEND_IN_PLACE", "0");
+        REQUIRE(resolve_settings(nullptr, &fresh).is_ok());
+        CHECK(fresh.ofi_send_in_place == 0);
+    }
+    {
+        ScopedEnv junk("NNPCCL_OFI_SEND_IN_PLACE", "yes");
+        Status bad_flag = resolve_settings(nullptr, &s);
+        CHECK(bad_flag.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(bad_flag.message(), Catch::Contains("NNPCCL_OFI_SEND_IN_PLACE=yes"));
+    }
     nnpccl_config_t bad = NNPCCL_CONFIG_INIT;
     bad.struct_size = 3;
     Status st = resolve_settings(&bad, &s);

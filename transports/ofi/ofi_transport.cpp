@@ -331,8 +331,8 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &
     impl->description = format("%s on %s", chosen->fabric_attr->prov_name, chosen->domain_attr->name);
     impl->mr_mode = chosen->domain_attr->mr_mode;
     impl->inject_size = chosen->tx_attr != nullptr ? chosen->tx_attr->inject_size : 0;
-    impl->in_place = !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr && chosen->tx_attr->iov_limit >= 2 &&
-                     env_string("NNPCCL_OFI_SEND_IN_PLACE") != "0";
+    impl->in_place = settings.ofi_send_in_place != 0 && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
+                     chosen->tx_attr->iov_limit >= 2;
 
     rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
     if (rc == 0) rc = fi_domain(impl->fabric, const_cast<fi_info *>(chosen), &impl->domain, nullptr);
