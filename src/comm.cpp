@@ -50,12 +50,11 @@ Status emulate_links(nnpccl_comm &comm) {
     return Status::ok();
 }
 
-// The planner's γ, the same on every rank: rank 0 measures how fast this
-// host reduces (a few ms, once per process) and the others take its
-// figures, since ranks that measured apart could choose apart near a
-// crossover and then run different schedules.
-// What the planner needs from the hosts, the same on every rank: rank 0's
-// reduction speeds and the most crowded host's ranks per core.
+// What the planner needs from the hosts, the same on every rank: γ, which
+// rank 0 measures (how fast its host reduces, a few ms once per process)
+// and the others take, and the most crowded host's ranks per core. Ranks
+// that used figures of their own could choose apart near a crossover and
+// then run different schedules.
 Status agree_on_host_costs(Bootstrap &bootstrap, int rank, double my_ranks_per_core, const Deadline &deadline,
                            Settings *settings) {
     std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
