@@ -70,9 +70,11 @@ double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_s
 // ring escapes this: it is a pipeline, each rank waits only for its left
 // neighbour, and neighbours sit on different cores (affinity.hpp pins
 // round robin), so one core's rank works while the other's forwards.
-// Measured, 4 ranks on 2 cores, median of 3 rounds, allgather of 256 KiB:
-// ring 39 us, halving-doubling 174, direct 204 (the model without this
-// term predicted direct fastest); of 64 B: direct 6.5, ring 11.1.
+// Measured, 4 ranks on 2 cores, median of 6 rounds, allgather of 256 KiB:
+// ring 42 us, direct 119, halving-doubling 130 (the model without this
+// term predicted direct fastest); of 64 B: direct 7.5, ring 8.0. The term
+// moves the crossover too low, though: at 32 KiB halving-doubling (12 us)
+// and direct (13) still beat the ring (17).
 double host_lockstep(const Topology &t, const CostInputs &inputs, double us) {
     if (t.machine().shape() != Shape::Flat) return us;
     return us * std::max(1.0, inputs.host_ranks_per_core);

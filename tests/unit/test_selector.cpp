@@ -86,8 +86,8 @@ TEST_CASE("tiny allreduces take a latency algorithm, large ones a bandwidth algo
 }
 
 // On a host whose ranks outnumber its cores, lockstep rounds take turns on
-// each core and the ring's pipeline wins from a few KiB up (measured on 4
-// ranks on 2 cores; see host_lockstep in cost_model.cpp); with a core per
+// each core and the ring's pipeline wins (measured on 4 ranks on 2 cores
+// from 256 KiB up; see host_lockstep in cost_model.cpp); with a core per
 // rank direct stays the choice for allgather, as its single round carries
 // the ring's bytes.
 TEST_CASE("a host with more ranks than cores prefers the ring to lockstep rounds", "[selector]") {
