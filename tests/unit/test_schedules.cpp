@@ -120,3 +120,39 @@ TEST_CASE("a wrong-size message is reported as a mismatch, not used", "[schedule
     CHECK(st.code() == NNPCCL_ERR_INVALID_USAGE);
     CHECK_THAT(st.message(), Catch::Contains("rank 1"));
 }
+
+// A send in place reads the caller's buffer until the transport is done
+// with it (the loop fabric reads it when the receiver takes the message):
+// the operation must not finish, and so not hand the buffer back, before.
+TEST_CASE("an operation with sends in place finishes only once they are done", "[schedules]") {
+    LoopFabric fabric(2, 64 + kDescriptorBytes, 2, LoopFabric::Sends::InPlace);
+    std::vector<Transport *> route0(2, fabric.endpoint(0));
+    Schedule one_send;
+    one_send.algorithm = "test";
+    Step send;
+    send.flags = kSend;
+    send.send_peer = 1;
+    send.src = BufRef{Buf::Send, 0};
+    send.count = 4;
+    one_send.channels.push_back({send});
+    float in[4] = {1, 2, 3, 4}, out[4] = {};
+    OperationBuffers bufs;
+    bufs.send = in;
+    bufs.recv = out;
+    bufs.nranks = 2;
+    std::vector<unsigned char> scratch(64);
+    ScheduleRun run(std::make_shared<const Schedule>(one_send), bufs, route0, scratch.data());
+    size_t n = 0;
+    REQUIRE(run.advance(&n).is_ok());
+    CHECK(n == 1);
+    CHECK_FALSE(run.finished()); // its one step ran, but the send still reads `in`
+
+    size_t bytes = 0;
+    const void *message = fabric.endpoint(1)->try_peek_recv(0, 0, &bytes);
+    REQUIRE(message != nullptr);
+    REQUIRE(bytes == kDescriptorBytes + sizeof in);
+    CHECK(std::memcmp(static_cast<const char *>(message) + kDescriptorBytes, in, sizeof in) == 0);
+    CHECK_FALSE(run.finished());
+    fabric.endpoint(1)->release_recv(0, 0);
+    CHECK(run.finished());
+}
