@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -63,13 +64,12 @@ Status agree_on_host_costs(Bootstrap &bootstrap, int rank, double my_ranks_per_c
     std::vector<std::string> all;
     NNPCCL_TRY(bootstrap.allgather(mine, deadline, &all));
     settings->ranks_per_core = 1;
+    const char *text = nullptr; // rank 0's reduction speeds, after its ranks per core
     for (const std::string &entry : all) {
-        double v = std::strtod(entry.c_str(), nullptr);
-        if (v > settings->ranks_per_core) settings->ranks_per_core = v;
+        char *end = nullptr;
+        settings->ranks_per_core = std::max(settings->ranks_per_core, std::strtod(entry.c_str(), &end));
+        if (text == nullptr) text = end;
     }
-    char *after_ranks_per_core = nullptr;
-    std::strtod(all[0].c_str(), &after_ranks_per_core);
-    const char *text = after_ranks_per_core;
     for (double &v : settings->reduce_us_per_byte) {
         char *end = nullptr;
         v = std::strtod(text, &end);
