@@ -108,10 +108,13 @@ typedef struct {
     int blocking;        /**< 1 (default): init returns when the communicator is ready; 0: init returns
                               NNPCCL_IN_PROGRESS at once and builds it in the background (see
                               nnpccl_comm_init_rank); any other value is an invalid argument */
+    const char *algorithms; /**< forced algorithms in NNPCCL_ALGO's syntax, for this communicator only
+                                 (e.g. "allreduce:direct:0-8K,ring:8K-max;broadcast:ring"); NULL = NNPCCL_ALGO;
+                                 "" = none forced, whatever NNPCCL_ALGO says; read during init only */
 } nnpccl_config_t;
 
 /** Static initialiser for nnpccl_config_t. */
-#define NNPCCL_CONFIG_INIT {sizeof(nnpccl_config_t), 0, 0, 1}
+#define NNPCCL_CONFIG_INIT {sizeof(nnpccl_config_t), 0, 0, 1, NULL}
 
 /** Writes the version code (NNPCCL_VERSION_CODE of the library) to *version. */
 nnpccl_result_t nnpccl_get_version(int *version);

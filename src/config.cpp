@@ -104,6 +104,20 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
                                     "the communicator is ready)",
                                     config->blocking);
         s.blocking = config->blocking == 1;
+        if (config->struct_size >= offsetof(nnpccl_config_t, algorithms) + sizeof(config->algorithms) &&
+            config->algorithms != nullptr) {
+            s.algo_override = nullptr;
+            if (config->algorithms[0] != '\0') {
+                auto rules = std::make_shared<AlgoOverride>();
+                std::string error;
+                if (!rules->parse(config->algorithms, &error)) {
+                    const std::string env_prefix = "NNPCCL_ALGO: "; // the parser names the variable; here it was the field
+                    if (error.compare(0, env_prefix.size(), env_prefix) == 0) error.erase(0, env_prefix.size());
+                    return invalid_argument("config->algorithms: %s", error.c_str());
+                }
+                s.algo_override = std::move(rules);
+            }
+        }
     }
     s.chunk_bytes &= ~size_t{63}; // keeps every slot cache-line aligned
     *out = s;

@@ -53,6 +53,10 @@ TEST_CASE("functions without a communicator refuse bad arguments", "[hostile]") 
     bad = NNPCCL_CONFIG_INIT;
     bad.chunk_bytes = 7;
     CHECK(nnpccl_comm_init_rank(&comm, 1, id, 0, &bad) == NNPCCL_ERR_INVALID_ARGUMENT);
+    bad = NNPCCL_CONFIG_INIT;
+    bad.algorithms = "allreduce:ring;bcast:ring";
+    CHECK(nnpccl_comm_init_rank(&comm, 1, id, 0, &bad) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("config->algorithms: unknown collective 'bcast'"));
     CHECK(comm == nullptr);
 
     CHECK(nnpccl_comm_init_from_env(nullptr, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
