@@ -234,33 +234,40 @@ void nnpccl_comm::set_last_error(const std::string &message) {
     last_error = message;
 }
 
-Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shared_ptr<Operation> *out) {
+namespace {
+
+// Whether the call works in place, as ccl-bench and NCCL lay it out: the
+// rank's part of the output is its input.
+bool is_in_place(const CollectiveCall &call, int rank) {
     const size_t elem = datatype_size(call.datatype);
-    bool in_place = false;
     switch (call.collective) {
     case Collective::Allreduce:
     case Collective::Broadcast:
-    case Collective::Reduce: in_place = call.send == call.recv; break;
+    case Collective::Reduce: return call.send == call.recv;
     case Collective::ReduceScatter:
-        in_place = call.recv == static_cast<const char *>(call.send) + static_cast<size_t>(rank) * call.count * elem;
-        break;
+        return call.recv == static_cast<const char *>(call.send) + static_cast<size_t>(rank) * call.count * elem;
     case Collective::Allgather:
-        in_place = call.send == static_cast<const char *>(call.recv) + static_cast<size_t>(rank) * call.count * elem;
-        break;
+        return call.send == static_cast<const char *>(call.recv) + static_cast<size_t>(rank) * call.count * elem;
     // Only the root's buffers count (the others' recv, or send, may be NULL).
     case Collective::Gather:
-        in_place = rank == call.root &&
-                   call.send == static_cast<const char *>(call.recv) + static_cast<size_t>(rank) * call.count * elem;
-        break;
+        return rank == call.root &&
+               call.send == static_cast<const char *>(call.recv) + static_cast<size_t>(rank) * call.count * elem;
     case Collective::Scatter:
-        in_place = rank == call.root &&
-                   call.recv == static_cast<const char *>(call.send) + static_cast<size_t>(rank) * call.count * elem;
-        break;
-    case Collective::Alltoall: in_place = call.send == call.recv; break;
+        return rank == call.root &&
+               call.recv == static_cast<const char *>(call.send) + static_cast<size_t>(rank) * call.count * elem;
+    case Collective::Alltoall: return call.send == call.recv;
     case Collective::Send:
     case Collective::Recv:
     case Collective::Barrier: break;
     }
+    return false;
+}
+
+} // namespace
+
+Status nnpccl_comm::schedule_for(const CollectiveCall &call, std::shared_ptr<const Schedule> *out) {
+    const size_t elem = datatype_size(call.datatype);
+    const bool in_place = is_in_place(call, rank);
     const size_t chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
     ScheduleCache::Key key{static_cast<int>(call.collective), call.count, elem, call.root, in_place};
     std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
@@ -291,6 +298,14 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         if (log) log_plan(args, *schedule, considered);
         schedule_cache.insert(key, schedule);
     }
+    *out = std::move(schedule);
+    return Status::ok();
+}
+
+Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shared_ptr<Operation> *out) {
+    std::shared_ptr<const Schedule> schedule;
+    NNPCCL_TRY(schedule_for(call, &schedule));
+    const size_t elem = datatype_size(call.datatype);
     const bool p2p = is_point_to_point(call.collective);
     uint64_t sequence = 0;
     if (p2p) {
@@ -340,7 +355,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     } else {
         op->description = format("%s #%llu (%zu x %s, %s%s)", collective_name(call.collective),
                                  static_cast<unsigned long long>(sequence), call.count, datatype_name(call.datatype),
-                                 redop_name(call.op), in_place ? ", in place" : "");
+                                 redop_name(call.op), is_in_place(call, rank) ? ", in place" : "");
     }
     op->run = std::make_unique<ScheduleRun>(schedule, buffers, route, reduce_scratch.data());
     engine->submit(op, background);

@@ -84,6 +84,9 @@ struct nnpccl_comm {
     // whatever it had built.
     nnpccl::Status connect(const nnpccl::UniqueId &id, const nnpccl::StopSignal *stop);
 
+    // The schedule the call runs (validated by the caller): from the
+    // schedule cache, or planned and cached. Not thread-safe, as start().
+    nnpccl::Status schedule_for(const nnpccl::CollectiveCall &call, std::shared_ptr<const nnpccl::Schedule> *out);
     // Queues the call (validated by the caller); returns its operation.
     nnpccl::Status start(const nnpccl::CollectiveCall &call, bool background,
                          std::shared_ptr<nnpccl::Operation> *out);
