@@ -10,14 +10,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "check_data.hpp"
+#include "comm.hpp"
 #include "config.hpp"
 #include "dtype.hpp"
 #include "explain.hpp"
 #include "local_launch.hpp"
+#include "registry.hpp"
 #include "soak.hpp"
 #include "nnpccl.h"
 
@@ -57,6 +60,7 @@ struct Options {
     double soak_seconds = 0;
     std::string json_path;
     bool explain = false; // print the planner's predictions instead of running
+    int compare_rounds = 0; // --compare: rounds of every algorithm interleaved, instead of the sweep
 };
 
 const char kUsage[] =
@@ -89,6 +93,10 @@ const char kUsage[] =
     "  --explain       run nothing: per size, each algorithm's predicted time and busbw on the\n"
     "                  topology (--topo, --np ranks), the planner's choice marked, and the bound\n"
     "  --list-algos    list the algorithms: the collectives each serves, when it applies\n"
+    "  --compare R     per size, every algorithm serving COLLECTIVE forced and the selector's own\n"
+    "                  choice, out of place, each on a communicator of its own, in R rounds of -n\n"
+    "                  calls that take turns; prints each one's median time, the choice, and its\n"
+    "                  forced time over the fastest forced one (the selector's error)\n"
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
     "2(n-1)/n for allreduce, (n-1)/n for reduce_scatter, allgather, gather, scatter and\n"
     "alltoall (size: the whole buffer of n blocks), 1 otherwise.\n";
@@ -153,6 +161,7 @@ Options parse_options(int argc, char **argv) {
         else if (a == "--topo") setenv("NNPCCL_TOPO", next(), 1); // every rank inherits it
         else if (a == "--algo") algo = next();
         else if (a == "--explain") o.explain = true;
+        else if (a == "--compare") o.compare_rounds = parse_int_arg("--compare", next(), 1);
         else if (a == "--list-algos") {
             nnpccl_bench::print_algorithm_list();
             std::exit(0);
@@ -172,6 +181,10 @@ Options parse_options(int argc, char **argv) {
         // Every rank inherits it; an exchange is a send and a recv.
         const std::string forced = o.coll->exchange ? "send:" + algo + ";recv:" + algo : o.coll->name + (":" + algo);
         setenv("NNPCCL_ALGO", forced.c_str(), 1);
+    }
+    if (o.compare_rounds > 0) {
+        if (!algo.empty()) usage_error("--compare runs every algorithm: it takes no --algo");
+        if (o.coll->exchange || o.soak_seconds > 0) usage_error("--compare needs a collective (not sendrecv, not --soak)");
     }
     if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
     if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
@@ -229,12 +242,25 @@ public:
     Bench(const Options &o, nnpccl_comm_t comm, int rank, int nranks)
         : o_(o), comm_(comm), rank_(rank), nranks_(nranks), elem_(nnpccl::datatype_size(o.dt)) {}
     int run();
+    // --compare: see kUsage.
+    int compare();
 
 private:
     nnpccl_check::CallShape shape(size_t total, bool in_place) const;
     // The receiving half of an exchange whose sending half is `send_shape`.
     nnpccl_check::CallShape recv_shape(const nnpccl_check::CallShape &send_shape) const;
-    nnpccl_result_t call(const void *send, void *recv, const nnpccl_check::CallShape &s);
+    nnpccl_result_t call(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s);
+    // Mean µs per call over `iters` calls on `comm` after `warmup` more, averaged over the ranks.
+    double time_calls(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s, int warmup,
+                      int iters);
+    // Lays out the buffers for the call and arms their guards.
+    void prepare(const nnpccl_check::CallShape &s, const void **send, void **recv);
+    // Runs the call once more on prepared buffers; wrong values and bytes out of bounds, summed over the ranks.
+    void check(nnpccl_comm_t comm, const nnpccl_check::CallShape &s, Result *res);
+    // The sweep's sizes, in elements (the table's count column).
+    std::vector<size_t> sizes() const;
+    // Buffers for every size of the sweep.
+    void allocate(const std::vector<size_t> &totals);
     Result measure(size_t total, bool in_place);
     double sum_over_ranks(double v);
     void fail(const char *what, nnpccl_result_t rc);
@@ -243,8 +269,7 @@ private:
     nnpccl_comm_t comm_;
     int rank_, nranks_;
     size_t elem_;
-    GuardedBuffer *send_buf_ = nullptr;
-    GuardedBuffer *recv_buf_ = nullptr;
+    std::unique_ptr<GuardedBuffer> send_buf_, recv_buf_;
 };
 
 void Bench::fail(const char *what, nnpccl_result_t rc) {
@@ -276,13 +301,13 @@ nnpccl_check::CallShape Bench::recv_shape(const nnpccl_check::CallShape &send_sh
     return r;
 }
 
-nnpccl_result_t Bench::call(const void *send, void *recv, const nnpccl_check::CallShape &s) {
-    if (!o_.coll->exchange) return nnpccl_check::issue(comm_, s, send, recv);
+nnpccl_result_t Bench::call(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s) {
+    if (!o_.coll->exchange) return nnpccl_check::issue(comm, s, send, recv);
     const int from = recv_shape(s).root;
     nnpccl_request_t sent = nullptr, received = nullptr;
-    nnpccl_result_t rc = nnpccl_isend(send, s.count, s.dt, s.root, comm_, &sent);
+    nnpccl_result_t rc = nnpccl_isend(send, s.count, s.dt, s.root, comm, &sent);
     if (rc != NNPCCL_SUCCESS) return rc;
-    rc = nnpccl_irecv(recv, s.count, s.dt, from, comm_, &received);
+    rc = nnpccl_irecv(recv, s.count, s.dt, from, comm, &received);
     if (rc != NNPCCL_SUCCESS) {
         nnpccl_wait(sent);
         return rc;
@@ -299,6 +324,41 @@ double Bench::sum_over_ranks(double v) {
     return out;
 }
 
+void Bench::prepare(const nnpccl_check::CallShape &sh, const void **send, void **recv) {
+    send_buf_->arm(0);
+    recv_buf_->arm(0);
+    nnpccl_check::lay_out(sh, send_buf_->data, recv_buf_->data, send, recv);
+    send_buf_->arm(sh.in_place ? 0 : sh.send_elems() * elem_);
+    recv_buf_->arm(sh.in_place ? sh.total() * elem_ : 0);
+}
+
+double Bench::time_calls(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &sh,
+                         int warmup, int iters) {
+    for (int i = 0; i < warmup; ++i)
+        if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    if (nnpccl_result_t rc = nnpccl_barrier(comm); rc != NNPCCL_SUCCESS) fail("barrier", rc);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i)
+        if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    return sum_over_ranks(seconds) / nranks_ * 1e6;
+}
+
+void Bench::check(nnpccl_comm_t comm, const nnpccl_check::CallShape &sh, Result *res) {
+    // What the output is checked against: the call's own shape, or an exchange's receiving half.
+    const nnpccl_check::CallShape out_shape = o_.coll->exchange ? recv_shape(sh) : sh;
+    const void *send = nullptr;
+    void *recv = nullptr;
+    prepare(sh, &send, &recv);
+    if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    uint64_t wrong = nnpccl_check::count_wrong(out_shape, recv);
+    // Nothing may be written past what the call owns, nor into the send buffer's guard.
+    uint64_t oob = recv_buf_->damaged(nnpccl_check::bytes_written(out_shape));
+    if (!sh.in_place) oob += send_buf_->damaged(sh.send_elems() * elem_);
+    res->wrong = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(wrong)));
+    res->out_of_bounds = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(oob)));
+}
+
 Result Bench::measure(size_t total, bool in_place) {
     Result res;
     // Sending from and receiving into one buffer at once is no exchange.
@@ -307,47 +367,22 @@ Result Bench::measure(size_t total, bool in_place) {
         return res;
     }
     const nnpccl_check::CallShape sh = shape(total, in_place);
-    // What the output is checked against: the call's own shape, or an exchange's receiving half.
-    const nnpccl_check::CallShape out_shape = o_.coll->exchange ? recv_shape(sh) : sh;
     const void *send = nullptr;
     void *recv = nullptr;
-    auto prepare = [&] {
-        send_buf_->arm(0);
-        recv_buf_->arm(0);
-        nnpccl_check::lay_out(sh, send_buf_->data, recv_buf_->data, &send, &recv);
-        send_buf_->arm(in_place ? 0 : sh.send_elems() * elem_);
-        recv_buf_->arm(in_place ? sh.total() * elem_ : 0);
-    };
-    prepare();
-    for (int i = 0; i < o_.warmup; ++i)
-        if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
-    if (nnpccl_result_t rc = nnpccl_barrier(comm_); rc != NNPCCL_SUCCESS) fail("barrier", rc);
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i)
-        if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o_.iters;
-    seconds = sum_over_ranks(seconds) / nranks_;
-    res.time_us = seconds * 1e6;
+    prepare(sh, &send, &recv);
+    res.time_us = time_calls(comm_, send, recv, sh, o_.warmup, o_.iters);
+    const double seconds = res.time_us / 1e6;
     const double bytes = static_cast<double>(total * elem_);
     res.algbw = seconds > 0 ? bytes / seconds / 1e9 : 0;
     double factor = 1;
     if (sh.collective == Collective::Allreduce) factor = 2.0 * (nranks_ - 1) / nranks_;
     if (sh.blockwise()) factor = static_cast<double>(nranks_ - 1) / nranks_;
     res.busbw = res.algbw * factor;
-    if (o_.check) {
-        prepare();
-        if (nnpccl_result_t rc = call(send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
-        uint64_t wrong = nnpccl_check::count_wrong(out_shape, recv);
-        // Nothing may be written past what the call owns, nor into the send buffer's guard.
-        uint64_t oob = recv_buf_->damaged(nnpccl_check::bytes_written(out_shape));
-        if (!in_place) oob += send_buf_->damaged(sh.send_elems() * elem_);
-        res.wrong = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(wrong)));
-        res.out_of_bounds = static_cast<uint64_t>(sum_over_ranks(static_cast<double>(oob)));
-    }
+    if (o_.check) check(comm_, sh, &res);
     return res;
 }
 
-int Bench::run() {
+std::vector<size_t> Bench::sizes() const {
     // Every size of the sweep, rounded down to whole elements (and whole blocks).
     std::vector<size_t> totals;
     const size_t unit = elem_ * (shape(0, false).blockwise() ? static_cast<size_t>(nranks_) : 1);
@@ -357,11 +392,136 @@ int Bench::run() {
         if (next <= bytes) break;
         bytes = next;
     }
+    return totals;
+}
+
+void Bench::allocate(const std::vector<size_t> &totals) {
     const size_t max_total = *std::max_element(totals.begin(), totals.end());
-    GuardedBuffer send_buf(std::max<size_t>(shape(max_total, false).send_elems() * elem_, elem_));
-    GuardedBuffer recv_buf(std::max<size_t>(max_total * elem_, elem_));
-    send_buf_ = &send_buf;
-    recv_buf_ = &recv_buf;
+    send_buf_ = std::make_unique<GuardedBuffer>(std::max<size_t>(shape(max_total, false).send_elems() * elem_, elem_));
+    recv_buf_ = std::make_unique<GuardedBuffer>(std::max<size_t>(max_total * elem_, elem_));
+}
+
+// Every algorithm serving the collective runs on a communicator of its own
+// that forces it (config->algorithms), the selector's choice on comm_. Per
+// size each takes its turn for -n calls, R rounds, a different one first
+// each round: a machine whose speed drifts (a VM whose cores change speed
+// with its neighbours' load, 2-10x here) then slows them alike, where
+// separate runs would compare one machine state against another.
+int Bench::compare() {
+    struct Candidate {
+        std::string name;
+        nnpccl_comm_t comm = nullptr;
+    };
+    std::vector<Candidate> candidates;
+    for (const nnpccl::AlgorithmInfo &a : nnpccl::algorithm_registry())
+        if (a.serves_collective(o_.coll->coll)) candidates.push_back({a.name});
+    for (Candidate &c : candidates) {
+        nnpccl_unique_id_t id{};
+        nnpccl_result_t rc = rank_ == 0 ? nnpccl_get_unique_id(&id) : NNPCCL_SUCCESS;
+        if (rc != NNPCCL_SUCCESS) fail("get_unique_id", rc);
+        rc = nnpccl_broadcast(&id, &id, sizeof id, NNPCCL_UINT8, 0, comm_);
+        if (rc != NNPCCL_SUCCESS) fail("broadcast of a unique id", rc);
+        const std::string forced = std::string(o_.coll->name) + ":" + c.name;
+        nnpccl_config_t config = NNPCCL_CONFIG_INIT;
+        config.algorithms = forced.c_str();
+        rc = nnpccl_comm_init_rank(&c.comm, nranks_, id, rank_, &config);
+        if (rc != NNPCCL_SUCCESS) fail(("init of a communicator forcing " + forced).c_str(), rc);
+    }
+    const size_t selector = candidates.size(); // comm_, after the forced ones
+    auto comm_of = [&](size_t k) { return k == selector ? comm_ : candidates[k].comm; };
+
+    const std::vector<size_t> totals = sizes();
+    allocate(totals);
+    if (rank_ == 0) {
+        std::printf("# ccl-bench %s --compare %d: nnpccl %d.%d.%d, %d ranks, out of place, %s %s; per size %d "
+                    "rounds of -n %d calls of each, taking turns; median time per call (us)\n",
+                    o_.coll->name, o_.compare_rounds, NNPCCL_MAJOR, NNPCCL_MINOR, NNPCCL_PATCH, nranks_,
+                    nnpccl::datatype_name(o_.dt), nnpccl::reduces(o_.coll->coll) ? nnpccl::redop_name(o_.op) : "",
+                    o_.compare_rounds, o_.iters);
+        std::printf("# selector: the selector's own choice, run unforced; ratio: the choice forced over the "
+                    "fastest forced\n#%11s", "size");
+        for (const Candidate &c : candidates) std::printf("  %*s", static_cast<int>(std::max<size_t>(9, c.name.size())), c.name.c_str());
+        std::printf("  %9s  %-20s  %-20s  %5s  %6s\n", "selector", "choice", "fastest", "ratio", "#wrong");
+    }
+    uint64_t wrong_total = 0, oob_total = 0;
+    int misses = 0;
+    for (size_t total : totals) {
+        const nnpccl_check::CallShape sh = shape(total, false);
+        const void *send = nullptr;
+        void *recv = nullptr;
+        prepare(sh, &send, &recv);
+        // A forced algorithm that does not apply fails the call, on every
+        // rank alike (the plan depends on no rank), and leaves the
+        // communicator usable.
+        std::vector<bool> applies(selector + 1, true);
+        for (size_t k = 0; k < selector; ++k) {
+            const nnpccl_result_t rc = call(comm_of(k), send, recv, sh);
+            if (rc == NNPCCL_ERR_INVALID_USAGE) applies[k] = false;
+            else if (rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+        }
+        std::vector<std::vector<double>> times(selector + 1);
+        for (int round = 0; round < o_.compare_rounds; ++round)
+            for (size_t turn = 0; turn <= selector; ++turn) {
+                const size_t k = (turn + static_cast<size_t>(round)) % (selector + 1);
+                if (applies[k])
+                    times[k].push_back(time_calls(comm_of(k), send, recv, sh, round == 0 ? o_.warmup : 0, o_.iters));
+            }
+        Result checked;
+        if (o_.check)
+            for (size_t k = 0; k <= selector; ++k) {
+                if (!applies[k]) continue;
+                check(comm_of(k), sh, &checked);
+                wrong_total += checked.wrong;
+                oob_total += checked.out_of_bounds;
+            }
+        nnpccl::CollectiveCall c;
+        c.collective = sh.collective;
+        c.send = send;
+        c.recv = recv;
+        c.count = sh.count;
+        c.datatype = sh.dt;
+        c.op = sh.op;
+        c.root = nnpccl::has_root(sh.collective) ? sh.root : -1;
+        std::shared_ptr<const nnpccl::Schedule> chosen;
+        if (!comm_->schedule_for(c, &chosen)) fail("planning", NNPCCL_ERR_INTERNAL);
+        if (rank_ != 0) continue;
+        std::vector<double> medians(selector + 1, 0);
+        size_t fastest = selector, choice = selector;
+        for (size_t k = 0; k <= selector; ++k) {
+            if (!applies[k]) continue;
+            std::vector<double> &t = times[k];
+            std::sort(t.begin(), t.end());
+            medians[k] = t.size() % 2 != 0 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+            if (k < selector && (fastest == selector || medians[k] < medians[fastest])) fastest = k;
+            if (k < selector && candidates[k].name == chosen->algorithm) choice = k;
+        }
+        const double ratio = choice == selector || fastest == selector ? 0 : medians[choice] / medians[fastest];
+        misses += ratio > 1.10;
+        std::printf("%12zu", total * elem_);
+        for (size_t k = 0; k <= selector; ++k) {
+            const int width = k == selector ? 9 : static_cast<int>(std::max<size_t>(9, candidates[k].name.size()));
+            std::printf("  %*s", width, applies[k] ? fmt_num(medians[k], width).c_str() : "n/a");
+        }
+        std::printf("  %-20s  %-20s  %5.2f  %6" PRIu64 "%s\n", chosen->algorithm.c_str(),
+                    fastest == selector ? "-" : candidates[fastest].name.c_str(), ratio,
+                    o_.check ? checked.wrong : 0, ratio > 1.10 ? "  miss" : "");
+        std::fflush(stdout);
+    }
+    if (rank_ == 0) {
+        std::printf("# the choice is more than 10%% slower than the fastest forced algorithm at %d of %zu sizes\n",
+                    misses, totals.size());
+        std::printf("# Out of bounds values : %" PRIu64 " %s\n", oob_total, oob_total == 0 ? "OK" : "FAILED");
+        if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
+        std::fflush(stdout);
+    }
+    for (Candidate &c : candidates)
+        if (nnpccl_result_t rc = nnpccl_comm_destroy(c.comm); rc != NNPCCL_SUCCESS) fail("destroy", rc);
+    return (wrong_total != 0 || oob_total != 0) ? 1 : 0;
+}
+
+int Bench::run() {
+    const std::vector<size_t> totals = sizes();
+    allocate(totals);
 
     FILE *json = nullptr;
     if (rank_ == 0) {
@@ -455,8 +615,9 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
         nnpccl_comm_destroy(comm);
         return 2;
     }
-    int status = o.soak_seconds > 0 ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes)
-                                    : Bench(o, comm, rank, nranks).run();
+    int status = o.soak_seconds > 0      ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes)
+                 : o.compare_rounds > 0 ? Bench(o, comm, rank, nranks).compare()
+                                        : Bench(o, comm, rank, nranks).run();
     nnpccl_result_t rc = nnpccl_comm_destroy(comm);
     if (rc != NNPCCL_SUCCESS) {
         std::fprintf(stderr, "ccl-bench: rank %d: destroy failed: %s\n", rank, nnpccl_get_last_error(nullptr));

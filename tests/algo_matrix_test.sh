@@ -7,7 +7,7 @@
 # and the provider sends them straight out of the caller's buffers (in
 # place, which must never overwrite what a send still reads). Algorithms that do not apply
 # on flat (torus2d) must fail with a message saying so; an unknown --algo
-# is a usage error (exit 2).
+# is a usage error (exit 2). Last, ccl-bench --compare runs them all at once.
 set -u
 bench=$1
 failed=0
@@ -56,6 +56,25 @@ echo "$pairs" | while read -r algo applies collectives; do
     [ $failed -eq 0 ] || exit 1
 done || failed=1
 done
+
+# --compare: every algorithm serving the collective on a communicator of
+# its own, taking turns, checked bit for bit; torus2d does not apply on flat
+# and says n/a; the choice is one of the columns.
+"$bench" allreduce --compare 2 --np 3 -b 8 -e 1M -f 32 -n 2 -w 1 -c 1 >"$out/run" 2>&1
+status=$?
+if [ $status -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out/run" ||
+    ! awk '/^# +size/ {for (i = 2; i <= NF; i++) column[$i] = i - 1; next}
+        $1 ~ /^[0-9]+$/ {rows++
+            if ($(column["torus2d"]) != "n/a" || $(column["ring"]) !~ /^[0-9.]+$/ || !($(column["choice"]) in column) ||
+                $(column["#wrong"]) != 0) bad = 1}
+        END {exit bad || rows != 4}' "$out/run"; then
+    echo "FAILED: ccl-bench allreduce --compare (exit $status)"; cat "$out/run"; failed=1
+else
+    echo "ok: ccl-bench allreduce --compare"
+fi
+if "$bench" allreduce --compare 2 --algo ring --np 2 >"$out/run" 2>&1 || ! grep -q "takes no --algo" "$out/run"; then
+    echo "FAILED: --compare with --algo is not a usage error"; cat "$out/run"; failed=1
+fi
 
 "$bench" allreduce --algo no_such_algorithm --np 4 >"$out/run" 2>&1
 status=$?
