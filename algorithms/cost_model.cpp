@@ -67,14 +67,18 @@ double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_s
 // double binary tree, pairwise): a round ends when its last rank has done
 // its part, and with r ranks on each core of a `flat` host a core runs its
 // ranks' parts one after another, so the round takes r times as long. The
-// ring escapes this: it is a pipeline, each rank waits only for its left
-// neighbour, and neighbours sit on different cores (affinity.hpp pins
-// round robin), so one core's rank works while the other's forwards.
-// Measured, 4 ranks on 2 cores, median of 6 rounds, allgather of 256 KiB:
-// ring 42 us, direct 119, halving-doubling 130 (the model without this
-// term predicted direct fastest); of 64 B: direct 7.5, ring 8.0. The term
-// moves the crossover too low, though: at 32 KiB halving-doubling (12 us)
-// and direct (13) still beat the ring (17).
+// ring's bytes escape this: it is a pipeline, each rank waits only for its
+// left neighbour, and neighbours sit on different cores (affinity.hpp pins
+// round robin), so one core's rank copies while the other's forwards. Its
+// messages' α do not: α on the host is the rank's own work (the slot
+// handshake, waking the receiver), done by the one thread that drives all
+// of the rank's channels and waiting for the receiver's turn on its core,
+// so on `flat` the ring pays every channel's α, r times
+// (predict_ring_us()). Measured, 4 ranks on 2 cores, ccl-bench --compare 5
+// (algorithms taking turns), allgather of 256 KiB: ring 45 us, direct 76,
+// halving-doubling 79 (the model without the term predicted direct
+// fastest); of 32 KiB: halving-doubling 13, direct 13, ring 17 (the ring
+// chosen until its α counted every channel, r times).
 double host_lockstep(const Topology &t, const CostInputs &inputs, double us) {
     if (t.machine().shape() != Shape::Flat) return us;
     return us * std::max(1.0, inputs.host_ranks_per_core);
@@ -287,32 +291,38 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     }
     const double share = total / static_cast<double>(channels.size());
     std::vector<Flow> flows;
-    double slowest_channel = 0;
+    // Per channel, its messages' α and its bytes' time on the critical path.
+    double slowest_channel = 0, slowest_bytes = 0, every_alpha = 0;
+    const bool chain = args.collective == Collective::Broadcast || args.collective == Collective::Reduce;
     for (const Channel &channel : channels) {
         const std::vector<int> &ranks = channel.ranks;
         const double alpha = channel.ring->hop_latency_us, gbps = channel.ring->bottleneck_gbps;
-        double channel_us = 0, hop_bytes = 0;
+        double alpha_us = 0, bytes_us = 0, hop_bytes = 0;
         int root_position = 0;
         switch (args.collective) {
         case Collective::Allreduce:
             hop_bytes = 2.0 * (p - 1) / p * share;
-            channel_us = 2.0 * (p - 1) * messages(share, p * chunk) * alpha + us_for(hop_bytes, gbps);
+            alpha_us = 2.0 * (p - 1) * messages(share, p * chunk) * alpha;
+            bytes_us = us_for(hop_bytes, gbps);
             break;
         case Collective::ReduceScatter:
         case Collective::Allgather:
             hop_bytes = (p - 1.0) / p * share;
-            channel_us = (p - 1.0) * messages(share / p, chunk) * alpha + us_for(hop_bytes, gbps);
+            alpha_us = (p - 1.0) * messages(share / p, chunk) * alpha;
+            bytes_us = us_for(hop_bytes, gbps);
             break;
         default: { // broadcast, reduce: a pipelined chain
             const double pieces = messages(share, chunk);
             hop_bytes = share;
-            channel_us = (p - 2 + pieces) * (alpha + us_for(share / pieces, gbps));
+            alpha_us = (p - 2 + pieces) * alpha;
+            bytes_us = (p - 2 + pieces) * us_for(share / pieces, gbps);
             root_position = static_cast<int>(std::find(ranks.begin(), ranks.end(), args.root) - ranks.begin());
             break;
         }
         }
-        slowest_channel = std::max(slowest_channel, channel_us);
-        const bool chain = args.collective == Collective::Broadcast || args.collective == Collective::Reduce;
+        slowest_channel = std::max(slowest_channel, alpha_us + bytes_us);
+        slowest_bytes = std::max(slowest_bytes, bytes_us);
+        every_alpha += alpha_us;
         for (int i = 0; i < p; ++i) {
             // A chain has no hop back into its start (broadcast: the root; reduce: the one after it).
             if (chain && (i + 1) % p == (args.collective == Collective::Broadcast ? root_position : (root_position + 1) % p))
@@ -320,7 +330,11 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
             flows.push_back({ranks[static_cast<size_t>(i)], ranks[static_cast<size_t>((i + 1) % p)], hop_bytes});
         }
     }
-    const double transfer = std::max(slowest_channel, concurrent(t, flows).transfer_us);
+    const double through_links = concurrent(t, flows).transfer_us;
+    // A chain's piece moves one hop at a time: its α do not wait their turn.
+    const double host_alpha = chain ? every_alpha : host_lockstep(t, inputs, every_alpha);
+    const double transfer = t.machine().shape() == Shape::Flat ? host_alpha + std::max(slowest_bytes, through_links)
+                                                               : std::max(slowest_channel, through_links);
     double reduced = 0;
     if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
         reduced = (p - 1.0) / p * total;

@@ -102,6 +102,12 @@ TEST_CASE("a host with more ranks than cores prefers the ring to lockstep rounds
     }
     CHECK(chosen(call(Collective::Allreduce, 4, 64), flat, crowded) == "direct");
     CHECK(chosen(call(Collective::Allgather, 4, size_t{1} << 20), flat) == "direct");
+    // Below that the ring's steps, every rank busy in each, take turns on
+    // the cores like any lockstep round (measured at 32 KiB: direct and
+    // halving-doubling 13-14 us, the ring 17), while a chain's one piece
+    // moves a hop at a time and keeps the ring ahead for broadcast.
+    CHECK(chosen(call(Collective::Allgather, 4, 32 << 10), flat, crowded) == "direct");
+    CHECK(chosen(call(Collective::Broadcast, 4, 64), flat, crowded) == "ring");
     // The term is the host's: an NNP-T preset's chips are not crowded.
     const Topology hcm = preset("nnpt-hcm8", 8);
     PlanOptions crowded_hcm;
@@ -223,6 +229,26 @@ TEST_CASE("NNPCCL_ALGO is parsed at init: a bad token is an invalid argument nam
     }
     REQUIRE(resolve_settings(nullptr, &s).is_ok());
     CHECK(s.algo_override == nullptr);
+}
+
+TEST_CASE("config->algorithms forces algorithms for one communicator, over NNPCCL_ALGO", "[selector][algo][config]") {
+    Settings s;
+    ScopedEnv algo("NNPCCL_ALGO", "allreduce:direct");
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    REQUIRE(resolve_settings(&cfg, &s).is_ok()); // NULL: the environment's
+    REQUIRE(s.algo_override != nullptr);
+    CHECK(*s.algo_override->pick(Collective::Allreduce, 100) == "direct");
+    cfg.algorithms = "allreduce:ring:0-8K";
+    REQUIRE(resolve_settings(&cfg, &s).is_ok());
+    CHECK(*s.algo_override->pick(Collective::Allreduce, 100) == "ring");
+    CHECK(s.algo_override->pick(Collective::Allreduce, 8192) == nullptr);
+    cfg.algorithms = ""; // nothing forced, whatever the environment says
+    REQUIRE(resolve_settings(&cfg, &s).is_ok());
+    CHECK(s.algo_override == nullptr);
+    cfg.algorithms = "allreduce:rnig";
+    const Status st = resolve_settings(&cfg, &s);
+    CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(st.message(), Catch::StartsWith("config->algorithms: unknown algorithm 'rnig'"));
 }
 
 TEST_CASE("the host's reduction speed is measured", "[selector]") {
