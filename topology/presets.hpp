@@ -12,10 +12,14 @@ namespace nnpccl {
 
 // Figures a caller may override: the ICL port (NNP-T: 56 GB/s per direction;
 // its latency is not published, 1 µs by default) and the host link `flat`
-// uses (measured on the host by the caller; 10 GB/s and 1 µs otherwise).
+// uses (10 GB/s and 1.5 µs unless the caller says otherwise). 1.5 µs is what
+// a shared-memory message costs a hop on this project's 2-core VM, read off
+// ccl-bench's latency-bound rows (8 B, 4 ranks): a broadcast chain of 3 hops
+// in 2.6-3.5 µs, a ring allreduce of 6 steps at two ranks per core (each
+// step waits its turn on the core, cost_model.cpp) in 13.5-20 µs.
 struct TopologyOptions {
     LinkParams icl{kIclPortGbps, 1.0};
-    LinkParams host{10.0, 1.0};
+    LinkParams host{10.0, 1.5};
 };
 
 // Chips 0..n-1 on a bidirectional ring (n >= 2; n = 2 is one cable).

@@ -97,7 +97,7 @@ TEST_CASE("a host with more ranks than cores prefers the ring to lockstep rounds
     for (Collective c : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather, Collective::Broadcast,
                          Collective::Reduce}) {
         INFO(collective_name(c));
-        for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{64} << 20})
+        for (size_t bytes : {size_t{256} << 10, size_t{1} << 20, size_t{64} << 20})
             CHECK(chosen(call(c, 4, bytes), flat, crowded) == "ring");
     }
     CHECK(chosen(call(Collective::Allreduce, 4, 64), flat, crowded) == "direct");
