@@ -169,7 +169,9 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
             for (pid_t c : children)
                 if (c != pid) kill(c, SIGTERM);
         }
-        if (code > worst) worst = code;
+        // The job's status is its first failure's: the ranks stopped
+        // after it would report SIGTERM (143), which is not the cause.
+        if (worst == 0) worst = code;
     }
     close_parent_ends(); // ends the root's process
     if (!root_holder_reaped) waitpid(root_holder, nullptr, 0);

@@ -12,7 +12,8 @@
 using BeforeRanksStart = std::function<void(const nnpccl_unique_id_t &)>;
 
 // Forks `nranks` children, each calling body(rank, nranks, id); returns the
-// exit status for the whole job (0 when every rank exited 0). With
+// exit status for the whole job: 0 when every rank exited 0, else the first
+// rank to fail's (as mpirun reports it). With
 // `stop_others_on_failure` false the others run on (to see how they fail).
 // `statuses`, when given, receives each rank's exit status.
 //
