@@ -73,12 +73,14 @@ double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_s
 // messages' α do not: α on the host is the rank's own work (the slot
 // handshake, waking the receiver), done by the one thread that drives all
 // of the rank's channels and waiting for the receiver's turn on its core,
-// so on `flat` the ring pays every channel's α, r times
-// (predict_ring_us()). Measured, 4 ranks on 2 cores, ccl-bench --compare 5
+// so on `flat` the ring pays every channel's α, r times, where every rank
+// works in every step (allreduce, reduce-scatter, allgather; a broadcast or
+// reduce chain's piece moves one hop at a time and waits for no one; see
+// predict_ring_us()). Measured, 4 ranks on 2 cores, ccl-bench --compare 5
 // (algorithms taking turns), allgather of 256 KiB: ring 45 us, direct 76,
 // halving-doubling 79 (the model without the term predicted direct
 // fastest); of 32 KiB: halving-doubling 13, direct 13, ring 17 (the ring
-// chosen until its α counted every channel, r times).
+// was the choice there until its α counted r times).
 double host_lockstep(const Topology &t, const CostInputs &inputs, double us) {
     if (t.machine().shape() != Shape::Flat) return us;
     return us * std::max(1.0, inputs.host_ranks_per_core);

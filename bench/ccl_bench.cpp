@@ -149,7 +149,8 @@ Options parse_options(int argc, char **argv) {
     if (o.compare_rounds > 0) {
         if (!algo.empty()) usage_error("--compare runs every algorithm: it takes no --algo");
         if (!o.json_path.empty()) usage_error("--compare writes no JSON: drop -J");
-        if (o.coll->exchange || o.soak_seconds > 0) usage_error("--compare needs a collective (not sendrecv, not --soak)");
+        if (o.coll->exchange || o.soak_seconds > 0)
+            usage_error("--compare needs a collective (not sendrecv, not --soak)");
     }
     if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
     if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;

@@ -273,7 +273,8 @@ int Bench::compare() {
                     o_.compare_rounds, o_.iters);
         std::printf("# selector: the selector's own choice, run unforced; ratio: the choice forced over the "
                     "fastest forced\n#%11s", "size");
-        for (const Candidate &c : candidates) std::printf("  %*s", static_cast<int>(std::max<size_t>(9, c.name.size())), c.name.c_str());
+        for (const Candidate &c : candidates)
+            std::printf("  %*s", static_cast<int>(std::max<size_t>(9, c.name.size())), c.name.c_str());
         std::printf("  %9s  %-20s  %-20s  %5s  %6s\n", "selector", "choice", "fastest", "ratio", "#wrong");
     }
     uint64_t wrong_total = 0, oob_total = 0;

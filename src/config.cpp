@@ -111,7 +111,8 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
                 auto rules = std::make_shared<AlgoOverride>();
                 std::string error;
                 if (!rules->parse(config->algorithms, &error)) {
-                    const std::string env_prefix = "NNPCCL_ALGO: "; // the parser names the variable; here it was the field
+                    // The parser names the variable; here the field was the source.
+                    const std::string env_prefix = "NNPCCL_ALGO: ";
                     if (error.compare(0, env_prefix.size(), env_prefix) == 0) error.erase(0, env_prefix.size());
                     return invalid_argument("config->algorithms: %s", error.c_str());
                 }

@@ -12,11 +12,14 @@ namespace nnpccl {
 
 // Figures a caller may override: the ICL port (NNP-T: 56 GB/s per direction;
 // its latency is not published, 1 µs by default) and the host link `flat`
-// uses (10 GB/s and 1.5 µs unless the caller says otherwise). 1.5 µs is what
-// a shared-memory message costs a hop on this project's 2-core VM, read off
-// ccl-bench's latency-bound rows (8 B, 4 ranks): a broadcast chain of 3 hops
-// in 2.6-3.5 µs, a ring allreduce of 6 steps at two ranks per core (each
-// step waits its turn on the core, cost_model.cpp) in 13.5-20 µs.
+// uses (10 GB/s and 1.5 µs unless the caller says otherwise). The host's α
+// comes from ccl-bench's latency-bound rows on this project's 2-core VM (8
+// B, 4 ranks): a hop costs 0.9-1.2 µs in a broadcast chain of 3 hops and
+// 1.1-1.7 µs in a ring allreduce step at two ranks per core (where each
+// step waits its turn on the core, cost_model.cpp). 1.5 µs, from the upper
+// half of that range, gives allreduce of 32 KiB to halving-doubling, as
+// measured there (1 µs gave it to the ring, 1.1-2x slower); at 64-128 KiB
+// the model still picks the ring where halving-doubling measured faster.
 struct TopologyOptions {
     LinkParams icl{kIclPortGbps, 1.0};
     LinkParams host{10.0, 1.5};
