@@ -237,9 +237,10 @@ void Bench::allocate(const std::vector<size_t> &totals) {
 // Every algorithm serving the collective runs on a communicator of its own
 // that forces it (config->algorithms), the selector's choice on comm_. Per
 // size each takes its turn for -n calls, R rounds, a different one first
-// each round: a machine whose speed drifts (a VM whose cores change speed
-// with its neighbours' load, 2-10x here) then slows them alike, where
-// separate runs would compare one machine state against another.
+// each round: a machine whose speed drifts (on this project's VM, copies
+// between its two cores slow down 5-10x for a while now and then) then
+// slows them alike, where separate runs would compare one machine state
+// against another.
 int Bench::compare() {
     struct Candidate {
         std::string name;
