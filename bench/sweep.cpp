@@ -39,6 +39,8 @@ struct GuardedBuffer {
         }
         data = static_cast<unsigned char *>(p);
     }
+    GuardedBuffer(const GuardedBuffer &) = delete;
+    GuardedBuffer &operator=(const GuardedBuffer &) = delete;
     ~GuardedBuffer() { munmap(data, bytes + kGuardBytes); }
     // Guard everything from `used` bytes on.
     void arm(size_t used) { std::memset(data + used, kGuardByte, bytes + kGuardBytes - used); }
