@@ -318,9 +318,9 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         sequence = next_sequence++;
     }
     auto op = std::make_shared<Operation>();
-    op->scratch.resize(schedule->scratch_elems * elem);
+    if (schedule->scratch_elems != 0) op->scratch.reset(new unsigned char[schedule->scratch_elems * elem]);
     OperationBuffers buffers;
-    buffers.scratch = op->scratch.data();
+    buffers.scratch = op->scratch.get();
     buffers.send = call.send;
     buffers.recv = call.recv;
     buffers.datatype = call.datatype;

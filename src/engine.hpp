@@ -57,7 +57,12 @@ struct Operation {
     std::string description; // "allreduce #12 (1024 x float, sum)"
     PointToPoint p2p;
     std::unique_ptr<ScheduleRun> run;
-    std::vector<unsigned char> scratch; // the schedule's scratch buffer, when it has one
+    // The schedule's scratch buffer, when it has one. Not zeroed: every
+    // builder writes its scratch before reading it, and zeroing a buffer as
+    // large as the call's on every call cost reduce-scatter by
+    // halving-doubling on 2 ranks 40 -> 55-72 us at 1 MiB, 170-200 -> 370-500
+    // us at 4 MiB.
+    std::unique_ptr<unsigned char[]> scratch;
 
     std::atomic<bool> done{false};
     Status result; // valid once done

@@ -113,7 +113,9 @@ inline SimResult run_ranks_with(std::vector<CallShape> shapes, const Builder &bu
                 if ((step.has(kSend) || step.has(kRecv)) && step.count > chunk_elems)
                     FAIL("rank " << r << " moves " << step.count << " elements in one message; a chunk is "
                                   << chunk_elems);
-        scratches[ur].resize(schedule->scratch_elems * es);
+        // Scratch is not zeroed in real runs (engine.hpp): a builder that
+        // reads it before writing it must get garbage here too.
+        scratches[ur].assign(schedule->scratch_elems * es, 0xa5);
         OperationBuffers bufs;
         bufs.scratch = scratches[ur].data();
         bufs.send = sp;
