@@ -57,7 +57,8 @@ bool parse_bound(std::string_view text, bool allow_max, size_t *out) {
 
 } // namespace
 
-bool AlgoOverride::parse(std::string_view spec, std::string *error) {
+bool AlgoOverride::parse(std::string_view spec, std::string *error, std::string_view source) {
+    const std::string prefix = std::string(source) + ": ";
     std::vector<AlgoChoice> parsed;
     if (spec.empty()) {
         choices_.clear();
@@ -66,7 +67,7 @@ bool AlgoOverride::parse(std::string_view spec, std::string *error) {
     for (const Piece &entry : split(spec, 0, ';')) {
         const size_t colon = entry.text.find(':');
         if (colon == std::string_view::npos) {
-            *error = "NNPCCL_ALGO: " + quoted(entry.text) + at(entry.position) +
+            *error = prefix + quoted(entry.text) + at(entry.position) +
                      " is not 'collective:algorithm[:low-high],...'";
             return false;
         }
@@ -75,7 +76,7 @@ bool AlgoOverride::parse(std::string_view spec, std::string *error) {
         if (!collective_from_name(coll_name, &collective)) {
             std::string known;
             for (Collective c : kAllCollectives) known += std::string(known.empty() ? "" : ", ") + collective_name(c);
-            *error = "NNPCCL_ALGO: unknown collective " + quoted(coll_name) + at(entry.position) + " (known: " +
+            *error = prefix + "unknown collective " + quoted(coll_name) + at(entry.position) + " (known: " +
                      known + ")";
             return false;
         }
@@ -86,7 +87,7 @@ bool AlgoOverride::parse(std::string_view spec, std::string *error) {
             const std::string_view name = choice.text.substr(0, range_colon);
             const AlgorithmInfo *info = find_algorithm(name);
             if (info == nullptr || !info->serves_collective(collective)) {
-                *error = "NNPCCL_ALGO: " + std::string(info == nullptr ? "unknown algorithm " : "algorithm ") +
+                *error = prefix + std::string(info == nullptr ? "unknown algorithm " : "algorithm ") +
                          quoted(name) + at(choice.position) +
                          (info == nullptr ? "" : " does not serve " + std::string(coll_name)) + " (" +
                          std::string(coll_name) + " has: " + algorithm_names_for(collective) + ")";
@@ -100,12 +101,12 @@ bool AlgoOverride::parse(std::string_view spec, std::string *error) {
                 if (dash == std::string_view::npos ||
                     !parse_bound(range.substr(0, dash), false, &parsed_choice.low) ||
                     !parse_bound(range.substr(dash + 1), true, &parsed_choice.high)) {
-                    *error = "NNPCCL_ALGO: size range " + quoted(range) + at(range_position) +
+                    *error = prefix + "size range " + quoted(range) + at(range_position) +
                              " is not 'low-high' (sizes like 0, 8K, 4M, 1G; high may be 'max')";
                     return false;
                 }
                 if (parsed_choice.low >= parsed_choice.high) {
-                    *error = "NNPCCL_ALGO: size range " + quoted(range) + at(range_position) + " is empty";
+                    *error = prefix + "size range " + quoted(range) + at(range_position) + " is empty";
                     return false;
                 }
             }

@@ -31,8 +31,9 @@ struct AlgoChoice {
 class AlgoOverride {
 public:
     // Parses `spec`; on failure returns false and sets *error to a message
-    // naming the offending token and its position (1-based character).
-    bool parse(std::string_view spec, std::string *error);
+    // that starts with `source` (where the spec came from) and names the
+    // offending token and its position (1-based character).
+    bool parse(std::string_view spec, std::string *error, std::string_view source = "NNPCCL_ALGO");
 
     // The forced algorithm for a call of `bytes` bytes, or nullptr.
     const std::string *pick(Collective c, size_t bytes) const;

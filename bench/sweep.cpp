@@ -313,6 +313,7 @@ int Bench::compare() {
                 oob_total += checked.out_of_bounds;
             }
         wrong_total += row_wrong;
+        if (rank_ != 0) continue; // rank 0 prints; the choice is the same on every rank
         nnpccl::CollectiveCall c;
         c.collective = sh.collective;
         c.send = send;
@@ -323,7 +324,6 @@ int Bench::compare() {
         c.root = nnpccl::has_root(sh.collective) ? sh.root : -1;
         std::shared_ptr<const nnpccl::Schedule> chosen;
         if (!comm_->schedule_for(c, &chosen)) fail("planning", NNPCCL_ERR_INTERNAL);
-        if (rank_ != 0) continue;
         std::vector<double> medians(selector + 1, 0);
         size_t fastest = selector, choice = selector;
         for (size_t k = 0; k <= selector; ++k) {

@@ -43,6 +43,20 @@ Status env_int(const char *name, int min, int max, int *out) {
     return Status::ok();
 }
 
+// Forced algorithms from `source` (NNPCCL_ALGO or the config); "" forces
+// none. A bad token is an invalid argument naming it and where it is.
+Status parse_algorithms(const std::string &spec, const char *source, std::shared_ptr<const AlgoOverride> *out) {
+    if (spec.empty()) {
+        out->reset();
+        return Status::ok();
+    }
+    auto rules = std::make_shared<AlgoOverride>();
+    std::string error;
+    if (!rules->parse(spec, &error, source)) return invalid_argument("%s", error.c_str());
+    *out = std::move(rules);
+    return Status::ok();
+}
+
 constexpr size_t kMinChunk = 4096;
 constexpr size_t kMaxChunk = size_t{64} << 20;
 
@@ -71,13 +85,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
         if (*end != '\0' || !(s.emulate_scale >= 1e-3 && s.emulate_scale <= 1e6))
             return invalid_argument("NNPCCL_EMULATE_SCALE=%s is not a number from 0.001 to 1e6", scale.c_str());
     }
-    std::string algo = env_string("NNPCCL_ALGO");
-    if (!algo.empty()) {
-        auto rules = std::make_shared<AlgoOverride>();
-        std::string error;
-        if (!rules->parse(algo, &error)) return invalid_argument("%s", error.c_str()); // names the token and where
-        s.algo_override = std::move(rules);
-    }
+    NNPCCL_TRY(parse_algorithms(env_string("NNPCCL_ALGO"), "NNPCCL_ALGO", &s.algo_override));
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {
         auto bytes = parse_size(chunk);
@@ -105,20 +113,8 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
                                     config->blocking);
         s.blocking = config->blocking == 1;
         if (config->struct_size >= offsetof(nnpccl_config_t, algorithms) + sizeof(config->algorithms) &&
-            config->algorithms != nullptr) {
-            s.algo_override = nullptr;
-            if (config->algorithms[0] != '\0') {
-                auto rules = std::make_shared<AlgoOverride>();
-                std::string error;
-                if (!rules->parse(config->algorithms, &error)) {
-                    // The parser names the variable; here the field was the source.
-                    const std::string env_prefix = "NNPCCL_ALGO: ";
-                    if (error.compare(0, env_prefix.size(), env_prefix) == 0) error.erase(0, env_prefix.size());
-                    return invalid_argument("config->algorithms: %s", error.c_str());
-                }
-                s.algo_override = std::move(rules);
-            }
-        }
+            config->algorithms != nullptr)
+            NNPCCL_TRY(parse_algorithms(config->algorithms, "config->algorithms", &s.algo_override));
     }
     s.chunk_bytes &= ~size_t{63}; // keeps every slot cache-line aligned
     *out = s;
