@@ -318,7 +318,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         sequence = next_sequence++;
     }
     auto op = std::make_shared<Operation>();
-    if (schedule->scratch_elems != 0) op->scratch.reset(new unsigned char[schedule->scratch_elems * elem]);
+    op->scratch = scratch_pool->acquire(schedule->scratch_elems * elem);
     OperationBuffers buffers;
     buffers.scratch = op->scratch.get();
     buffers.send = call.send;

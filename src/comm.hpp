@@ -54,6 +54,8 @@ struct nnpccl_comm {
     std::vector<uint64_t> sends_to, recvs_from;
 
     nnpccl::ScheduleCache schedule_cache;
+    // Operations' scratch buffers, kept for the next call (scratch_pool.hpp).
+    std::shared_ptr<nnpccl::ScratchPool> scratch_pool = std::make_shared<nnpccl::ScratchPool>();
     // (collective, log2 of the call's bytes) whose choice of algorithm INFO has logged.
     std::set<std::pair<int, int>> logged_plans;
 

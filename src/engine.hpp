@@ -34,6 +34,7 @@
 #include "config.hpp"
 #include "deadline.hpp"
 #include "executor.hpp"
+#include "scratch_pool.hpp"
 
 namespace nnpccl {
 
@@ -57,12 +58,12 @@ struct Operation {
     std::string description; // "allreduce #12 (1024 x float, sum)"
     PointToPoint p2p;
     std::unique_ptr<ScheduleRun> run;
-    // The schedule's scratch buffer, when it has one. Not zeroed: every
-    // builder writes its scratch before reading it, and zeroing a buffer as
-    // large as the call's on every call cost reduce-scatter by
-    // halving-doubling on 2 ranks 40 -> 55-72 us at 1 MiB, 170-200 -> 370-500
-    // us at 4 MiB.
-    std::unique_ptr<unsigned char[]> scratch;
+    // The schedule's scratch buffer, when it has one, from the
+    // communicator's pool. Not zeroed: every builder writes its scratch
+    // before reading it, and zeroing a buffer as large as the call's on
+    // every call cost reduce-scatter by halving-doubling on 2 ranks 40 ->
+    // 55-72 us at 1 MiB, 170-200 -> 370-500 us at 4 MiB.
+    ScratchPool::Lease scratch;
 
     std::atomic<bool> done{false};
     Status result; // valid once done
