@@ -60,6 +60,7 @@ private:
     ShmTransport() = default;
     Queue *queue(int owner, int sender, int channel) const;
     void ring(int rank);
+    void populate_queues(const std::vector<int> &local_peers);
 
     int rank_ = -1;
     int nranks_ = 0;
