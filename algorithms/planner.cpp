@@ -1,5 +1,7 @@
 #include "planner.hpp"
 
+#include <algorithm>
+
 namespace nnpccl {
 
 namespace {
@@ -60,6 +62,19 @@ const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology
         return nullptr;
     }
     return best->algorithm;
+}
+
+std::vector<const AlgorithmInfo *> close_candidates(const std::vector<Prediction> &predictions, double window) {
+    std::vector<const Prediction *> close;
+    for (const Prediction &p : predictions)
+        if (p.applies) close.push_back(&p);
+    std::stable_sort(close.begin(), close.end(),
+                     [](const Prediction *a, const Prediction *b) { return a->time_us < b->time_us; });
+    std::vector<const AlgorithmInfo *> out;
+    for (const Prediction *p : close)
+        if (out.empty() || (close.front()->time_us > 0 && p->time_us <= window * close.front()->time_us))
+            out.push_back(p->algorithm);
+    return out;
 }
 
 bool plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,

@@ -44,6 +44,12 @@ const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology
                                       const PlanOptions &options, std::string *error,
                                       std::vector<Prediction> *considered = nullptr);
 
+// The algorithms the model cannot tell apart from its choice: every
+// applicable one predicted within `window` times the fastest (only the
+// fastest where that takes no time), fastest first, ties in registry order.
+// Measured tuning (src/tuner.hpp) tries them on the host.
+std::vector<const AlgorithmInfo *> close_candidates(const std::vector<Prediction> &predictions, double window);
+
 // The schedule this rank runs for `args` on `topology`: choose_algorithm()
 // then its builder. Returns false, with *error set, where choosing fails.
 bool plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,

@@ -53,14 +53,16 @@ Status emulate_links(nnpccl_comm &comm) {
 
 // What the planner needs from the hosts, the same on every rank: γ, which
 // rank 0 measures (how fast its host reduces, a few ms once per process)
-// and the others take, and the most crowded host's ranks per core. Ranks
-// that used figures of their own could choose apart near a crossover and
-// then run different schedules.
+// and the others take, the most crowded host's ranks per core, and rank 0's
+// NNPCCL_TUNE. Ranks that used figures of their own could choose apart near
+// a crossover and then run different schedules.
 Status agree_on_host_costs(Bootstrap &bootstrap, int rank, double my_ranks_per_core, const Deadline &deadline,
                            Settings *settings) {
     std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
-    if (rank == 0)
+    if (rank == 0) {
         for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
+        mine += settings->tune ? "1" : "0";
+    }
     std::vector<std::string> all;
     NNPCCL_TRY(bootstrap.allgather(mine, deadline, &all));
     settings->ranks_per_core = 1;
@@ -76,6 +78,7 @@ Status agree_on_host_costs(Bootstrap &bootstrap, int rank, double my_ranks_per_c
         if (end == text || !(v >= 0)) return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
         text = end;
     }
+    settings->tune = std::strtol(text, nullptr, 10) == 1;
     return Status::ok();
 }
 
@@ -265,35 +268,54 @@ bool is_in_place(const CollectiveCall &call, int rank) {
 
 } // namespace
 
-Status nnpccl_comm::schedule_for(const CollectiveCall &call, std::shared_ptr<const Schedule> *out) {
+CollectiveArgs nnpccl_comm::args_for(const CollectiveCall &call) const {
     const size_t elem = datatype_size(call.datatype);
-    const bool in_place = is_in_place(call, rank);
-    const size_t chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
-    ScheduleCache::Key key{static_cast<int>(call.collective), call.count, elem, call.root, in_place};
+    CollectiveArgs args;
+    args.collective = call.collective;
+    args.count = call.count;
+    args.root = call.root;
+    args.in_place = is_in_place(call, rank);
+    args.rank = rank;
+    args.nranks = nranks;
+    args.chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
+    args.elem_size = elem;
+    return args;
+}
+
+namespace {
+
+PlanOptions plan_options(const Settings &settings) {
+    PlanOptions options;
+    if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
+    std::copy(settings.reduce_us_per_byte.begin(), settings.reduce_us_per_byte.end(),
+              options.costs.host_reduce_us_per_byte);
+    options.costs.host_ranks_per_core = settings.ranks_per_core;
+    return options;
+}
+
+ScheduleCache::Key cache_key(const CollectiveArgs &args, const AlgorithmInfo *algorithm) {
+    return {static_cast<int>(args.collective), args.count, args.elem_size, args.root, args.in_place, algorithm};
+}
+
+} // namespace
+
+Status nnpccl_comm::schedule_for(const CollectiveCall &call, std::shared_ptr<const Schedule> *out) {
+    const CollectiveArgs args = args_for(call);
+    // A forced algorithm's plan is cached under its name, so that a
+    // communicator whose forced algorithms change (ccl-bench --compare)
+    // never runs another's plan.
+    const std::string *forced =
+        settings.algo_override != nullptr ? settings.algo_override->pick(call.collective, call_bytes(args)) : nullptr;
+    std::lock_guard<std::mutex> lock(plan_mutex);
+    const ScheduleCache::Key key = cache_key(args, forced != nullptr ? find_algorithm(*forced) : nullptr);
     std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
     if (schedule == nullptr) {
-        CollectiveArgs args;
-        args.collective = call.collective;
-        args.count = call.count;
-        args.root = call.root;
-        args.in_place = in_place;
-        args.rank = rank;
-        args.nranks = nranks;
-        args.chunk_elems = chunk_elems;
-        args.elem_size = elem;
-        PlanOptions options;
-        if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
-        std::copy(settings.reduce_us_per_byte.begin(), settings.reduce_us_per_byte.end(),
-                  options.costs.host_reduce_us_per_byte);
-        options.costs.host_ranks_per_core = settings.ranks_per_core;
         // Rank 0 logs each collective's choice once per power-of-two size.
-        const size_t bytes = call_bytes(args);
-        const int size_class = bytes == 0 ? -1 : 63 - __builtin_clzll(static_cast<unsigned long long>(bytes));
         const bool log = rank == 0 && log_level() >= LogLevel::Info &&
-                         logged_plans.insert({static_cast<int>(call.collective), size_class}).second;
+                         logged_plans.insert({static_cast<int>(call.collective), size_class(call_bytes(args))}).second;
         std::vector<Prediction> considered;
         std::string error;
-        if (!plan_schedule(args, topology, options, &schedule, &error, log ? &considered : nullptr))
+        if (!plan_schedule(args, topology, plan_options(settings), &schedule, &error, log ? &considered : nullptr))
             return invalid_usage("%s", error.c_str());
         if (log) log_plan(args, *schedule, considered);
         schedule_cache.insert(key, schedule);
@@ -302,9 +324,96 @@ Status nnpccl_comm::schedule_for(const CollectiveCall &call, std::shared_ptr<con
     return Status::ok();
 }
 
-Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shared_ptr<Operation> *out) {
-    std::shared_ptr<const Schedule> schedule;
-    NNPCCL_TRY(schedule_for(call, &schedule));
+Status nnpccl_comm::schedule_with(const AlgorithmInfo &algorithm, const CollectiveArgs &args,
+                                  std::shared_ptr<const Schedule> *out) {
+    std::lock_guard<std::mutex> lock(plan_mutex);
+    const ScheduleCache::Key key = cache_key(args, &algorithm);
+    std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
+    if (schedule == nullptr) {
+        std::string why_not;
+        if (!algorithm.applies(args, topology, &why_not))
+            return internal_error("%s was chosen for %s but does not apply: %s", algorithm.name,
+                                  collective_name(args.collective), why_not.c_str());
+        schedule = std::make_shared<const Schedule>(algorithm.build(args, topology));
+        schedule_cache.insert(key, schedule);
+    }
+    *out = std::move(schedule);
+    return Status::ok();
+}
+
+namespace {
+
+// How a call is planned: by the model (or NNPCCL_ALGO) through the
+// schedule cache, or by the tuner: a trial's algorithm, its decision, or
+// (algorithm null) the decision it will have made by the time the call runs.
+struct Choice {
+    bool tuned = false;
+    const AlgorithmInfo *algorithm = nullptr;
+    std::shared_ptr<TuningEntry> tuning;
+    int trial = -1;
+    bool agree_after = false;
+};
+
+// Whether the tuner may measure calls like `args` on this communicator:
+// tuning is on, the call is a collective with a choice, the topology is the
+// host itself (not a simulated machine), and NNPCCL_ALGO forces nothing.
+bool may_tune(const nnpccl_comm &comm, const CollectiveArgs &args) {
+    const Settings &s = comm.settings;
+    if (!s.tune || comm.nranks <= 1 || is_point_to_point(args.collective) || args.collective == Collective::Barrier ||
+        comm.topology.machine().shape() != Shape::Flat)
+        return false;
+    return s.algo_override == nullptr || s.algo_override->pick(args.collective, call_bytes(args)) == nullptr;
+}
+
+// INFO: which algorithms the tuner measures for a size class, and the model's figures.
+void log_tuning(const CollectiveArgs &args, const TuningEntry &entry, const std::vector<Prediction> &predictions) {
+    std::string measured, predicted;
+    for (const AlgorithmInfo *a : entry.candidates()) measured += (measured.empty() ? "" : ", ") + std::string(a->name);
+    for (const Prediction &p : predictions)
+        if (p.applies) predicted += (predicted.empty() ? "" : ", ") + format("%s %.1f us", p.algorithm->name, p.time_us);
+    LOG_INFO("%s of %zu bytes: measuring %s, %d rounds of %d calls each; predicted: %s",
+             collective_name(args.collective), call_bytes(args), measured.c_str(), kTuningRounds, entry.batch(),
+             predicted.c_str());
+}
+
+void log_decision(const CollectiveArgs &args, const TuningEntry &entry, const std::vector<double> &agreed) {
+    std::string measured;
+    for (size_t k = 0; k < entry.candidates().size() && k < agreed.size(); ++k)
+        measured += (measured.empty() ? "" : ", ") + format("%s %.1f us", entry.candidates()[k]->name, agreed[k]);
+    LOG_INFO("%s of %zu bytes: %s; measured (per call, the fastest round, the slowest rank): %s",
+             collective_name(args.collective), call_bytes(args), entry.decided()->name, measured.c_str());
+}
+
+// The tuning entry of the call's size class, made on first sight; null
+// where the model (or NNPCCL_ALGO) decides: the tuner may not measure the
+// call, the communicator is still in its first calls, or the model sees
+// only one algorithm close to its fastest.
+std::shared_ptr<TuningEntry> tuning_entry(nnpccl_comm &comm, const CollectiveArgs &args) {
+    if (!may_tune(comm, args) || comm.next_sequence < kTuningAfterCalls) return nullptr;
+    const Settings &s = comm.settings;
+    const Tuner::Key key = Tuner::key_for(args);
+    std::shared_ptr<TuningEntry> entry = comm.tuner.find(key);
+    if (entry == nullptr && !comm.tuner.model_decides(key)) {
+        const std::vector<Prediction> predictions = predict_all(args, comm.topology, plan_options(s).costs);
+        entry = comm.tuner.add(key, predictions);
+        if (entry != nullptr && comm.rank == 0 && log_level() >= LogLevel::Info) log_tuning(args, *entry, predictions);
+    }
+    return entry;
+}
+
+// The tuner's part of planning a call: out->tuned stays false where it has none.
+void choose_plan(nnpccl_comm &comm, const CollectiveArgs &args, Choice *out) {
+    *out = Choice{};
+    std::shared_ptr<TuningEntry> entry = tuning_entry(comm, args);
+    if (entry == nullptr) return;
+    out->tuned = true;
+    out->tuning = entry;
+    out->algorithm = entry->next(&out->trial, &out->agree_after);
+}
+
+} // namespace
+
+std::shared_ptr<Operation> nnpccl_comm::new_operation(const CollectiveCall &call, OperationBuffers *buffers) {
     const size_t elem = datatype_size(call.datatype);
     const bool p2p = is_point_to_point(call.collective);
     uint64_t sequence = 0;
@@ -318,28 +427,26 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
         sequence = next_sequence++;
     }
     auto op = std::make_shared<Operation>();
-    op->scratch = scratch_pool->acquire(schedule->scratch_elems * elem);
-    OperationBuffers buffers;
-    buffers.scratch = op->scratch.get();
-    buffers.send = call.send;
-    buffers.recv = call.recv;
-    buffers.datatype = call.datatype;
-    buffers.op = call.op;
-    buffers.nranks = static_cast<uint32_t>(nranks);
-    buffers.descriptor.collective = static_cast<uint32_t>(call.collective);
-    buffers.descriptor.sequence = sequence;
-    buffers.descriptor.count = call.count;
+    *buffers = OperationBuffers{};
+    buffers->send = call.send;
+    buffers->recv = call.recv;
+    buffers->datatype = call.datatype;
+    buffers->op = call.op;
+    buffers->nranks = static_cast<uint32_t>(nranks);
+    buffers->descriptor.collective = static_cast<uint32_t>(call.collective);
+    buffers->descriptor.sequence = sequence;
+    buffers->descriptor.count = call.count;
     // The peer of a send or recv rides in the root field.
     const bool rooted = has_root(call.collective) || p2p;
-    buffers.descriptor.datatype = call.collective == Collective::Barrier ? -1 : static_cast<int32_t>(call.datatype);
-    buffers.descriptor.op = reduces(call.collective) ? static_cast<int32_t>(call.op) : -1;
-    buffers.descriptor.root = rooted ? call.root : -1;
-    buffers.expected = buffers.descriptor;
+    buffers->descriptor.datatype = call.collective == Collective::Barrier ? -1 : static_cast<int32_t>(call.datatype);
+    buffers->descriptor.op = reduces(call.collective) ? static_cast<int32_t>(call.op) : -1;
+    buffers->descriptor.root = rooted ? call.root : -1;
+    buffers->expected = buffers->descriptor;
     if (call.collective == Collective::Recv) {
         // What the matching send announces: a send, numbered by its sender's
         // count of sends to us, whose peer is this rank.
-        buffers.expected.collective = static_cast<uint32_t>(Collective::Send);
-        buffers.expected.root = rank;
+        buffers->expected.collective = static_cast<uint32_t>(Collective::Send);
+        buffers->expected.root = rank;
     }
     if (p2p) {
         const size_t bytes = call.count * elem;
@@ -357,8 +464,108 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
                                  static_cast<unsigned long long>(sequence), call.count, datatype_name(call.datatype),
                                  redop_name(call.op), is_in_place(call, rank) ? ", in place" : "");
     }
-    op->run = std::make_unique<ScheduleRun>(schedule, buffers, route, reduce_scratch.data());
+    return op;
+}
+
+void nnpccl_comm::attach_run(Operation &op, std::shared_ptr<const Schedule> schedule, OperationBuffers buffers) {
+    op.scratch = scratch_pool->acquire(schedule->scratch_elems * datatype_size(buffers.datatype));
+    buffers.scratch = op.scratch.get();
+    op.run = std::make_unique<ScheduleRun>(std::move(schedule), buffers, route, reduce_scratch.data());
+}
+
+Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shared_ptr<Operation> *out) {
+    const CollectiveArgs args = args_for(call);
+    Choice choice;
+    choose_plan(*this, args, &choice);
+    std::shared_ptr<const Schedule> schedule;
+    if (!choice.tuned) NNPCCL_TRY(schedule_for(call, &schedule));
+    else if (choice.algorithm != nullptr) NNPCCL_TRY(schedule_with(*choice.algorithm, args, &schedule));
+    OperationBuffers buffers;
+    std::shared_ptr<Operation> op = new_operation(call, &buffers);
+    if (schedule != nullptr) {
+        attach_run(*op, std::move(schedule), buffers);
+    } else {
+        // The agreement ahead of this call in the queue will have decided
+        // when the engine gets here: collectives run one at a time, in order.
+        op->prepare = [this, args, buffers, tuning = choice.tuning](Operation &self) {
+            const AlgorithmInfo *decided = tuning->decided();
+            if (decided == nullptr)
+                return internal_error("the tuner had not decided on an algorithm for %s when it was due to run",
+                                      self.description.c_str());
+            std::shared_ptr<const Schedule> planned;
+            NNPCCL_TRY(schedule_with(*decided, args, &planned));
+            attach_run(self, std::move(planned), buffers);
+            return Status::ok();
+        };
+    }
+    if (choice.trial >= 0)
+        op->on_success = [tuning = choice.tuning, trial = choice.trial](double us) { tuning->record(trial, us); };
     engine->submit(op, background);
+    if (choice.agree_after) agree(choice.tuning, args, background);
     *out = op;
     return Status::ok();
+}
+
+void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const CollectiveArgs &tuned, bool background) {
+    // An allreduce (max) of every candidate's figure: every rank then holds
+    // the same figures, so every rank decides alike. Its buffers: this
+    // rank's figures, then the agreed ones.
+    const size_t n = tuning->candidates().size();
+    auto figures = std::make_shared<std::vector<double>>(2 * n, 0.0);
+    CollectiveCall call;
+    call.collective = Collective::Allreduce;
+    call.send = figures->data();
+    call.recv = figures->data() + n;
+    call.count = n;
+    call.datatype = NNPCCL_FLOAT64;
+    call.op = NNPCCL_MAX;
+    const CollectiveArgs args = args_for(call);
+    OperationBuffers buffers;
+    std::shared_ptr<Operation> op = new_operation(call, &buffers);
+    op->description = "the tuner's agreement on " + std::string(collective_name(tuned.collective)) + " of " +
+                      std::to_string(call_bytes(tuned)) + " bytes (" + op->description + ")";
+    // Prepared when it runs, after the trials ahead of it have finished and
+    // been timed; planned by the model alone, whatever NNPCCL_ALGO forces.
+    op->prepare = [this, args, buffers, figures, tuning](Operation &self) {
+        const std::vector<double> mine = tuning->figures();
+        std::copy(mine.begin(), mine.end(), figures->begin());
+        PlanOptions options = plan_options(settings);
+        options.algo_override = AlgoOverride();
+        std::string error;
+        const AlgorithmInfo *algorithm = choose_algorithm(args, topology, options, &error);
+        if (algorithm == nullptr) return internal_error("planning the tuner's agreement: %s", error.c_str());
+        std::shared_ptr<const Schedule> planned;
+        NNPCCL_TRY(schedule_with(*algorithm, args, &planned));
+        attach_run(self, std::move(planned), buffers);
+        return Status::ok();
+    };
+    op->on_success = [this, figures, tuning, tuned](double) {
+        const std::vector<double> agreed(figures->begin() + static_cast<std::ptrdiff_t>(tuning->candidates().size()),
+                                         figures->end());
+        tuning->decide(agreed);
+        if (rank == 0 && log_level() >= LogLevel::Info) log_decision(tuned, *tuning, agreed);
+    };
+    engine->submit(op, background);
+}
+
+Status nnpccl_comm::algorithm_for(const CollectiveCall &call, std::string *name) {
+    const CollectiveArgs args = args_for(call);
+    if (may_tune(*this, args)) {
+        if (std::shared_ptr<TuningEntry> tuning = tuner.find(Tuner::key_for(args))) {
+            const AlgorithmInfo *decided = tuning->decided();
+            *name = decided != nullptr ? decided->name : "";
+            return Status::ok();
+        }
+    }
+    std::shared_ptr<const Schedule> schedule;
+    NNPCCL_TRY(schedule_for(call, &schedule));
+    *name = schedule->algorithm;
+    return Status::ok();
+}
+
+size_t nnpccl_comm::tuning_calls_left(const CollectiveCall &call) {
+    const CollectiveArgs args = args_for(call);
+    if (std::shared_ptr<TuningEntry> entry = tuning_entry(*this, args)) return entry->trials_left();
+    // Still in the first calls, where an entry may yet be made: one more.
+    return may_tune(*this, args) && next_sequence < kTuningAfterCalls ? 1 : 0;
 }

@@ -19,6 +19,7 @@
 #include "schedule_cache.hpp"
 #include "topology.hpp"
 #include "transport.hpp"
+#include "tuner.hpp"
 
 namespace nnpccl {
 
@@ -53,7 +54,11 @@ struct nnpccl_comm {
     // from next_sequence. Sized nranks at the first send or recv.
     std::vector<uint64_t> sends_to, recvs_from;
 
-    nnpccl::ScheduleCache schedule_cache;
+    // Planning, which the thread that issues calls and (for calls the
+    // tuner decides late) the one that drives the engine both do.
+    std::mutex plan_mutex;
+    nnpccl::ScheduleCache schedule_cache; // under plan_mutex
+    nnpccl::Tuner tuner;                  // the issuing thread's
     // Operations' scratch buffers, kept for the next call (scratch_pool.hpp).
     std::shared_ptr<nnpccl::ScratchPool> scratch_pool = std::make_shared<nnpccl::ScratchPool>();
     // (collective, log2 of the call's bytes) whose choice of algorithm INFO has logged.
@@ -86,13 +91,42 @@ struct nnpccl_comm {
     // whatever it had built.
     nnpccl::Status connect(const nnpccl::UniqueId &id, const nnpccl::StopSignal *stop);
 
-    // The schedule the call runs (validated by the caller): from the
-    // schedule cache, or planned and cached. Not thread-safe, as start().
+    // The planner's view of a call on this rank.
+    nnpccl::CollectiveArgs args_for(const nnpccl::CollectiveCall &call) const;
+    // The schedule of the call by the model's (or NNPCCL_ALGO's) choice:
+    // from the schedule cache, or planned and cached.
     nnpccl::Status schedule_for(const nnpccl::CollectiveCall &call, std::shared_ptr<const nnpccl::Schedule> *out);
+    // The schedule of `args` by `algorithm`, cached alike.
+    nnpccl::Status schedule_with(const nnpccl::AlgorithmInfo &algorithm, const nnpccl::CollectiveArgs &args,
+                                 std::shared_ptr<const nnpccl::Schedule> *out);
+    // The algorithm the next call like `call` runs, for tools: the tuner's
+    // decision, the model's choice where the tuner has none to make, or ""
+    // while the tuner is still measuring.
+    nnpccl::Status algorithm_for(const nnpccl::CollectiveCall &call, std::string *name);
+    // Replaces the algorithms NNPCCL_ALGO (or config->algorithms) forced,
+    // between calls, on every rank alike: for tools that run several
+    // algorithms on one communicator (ccl-bench --compare).
+    void force_algorithms(std::shared_ptr<const nnpccl::AlgoOverride> rules) { settings.algo_override = std::move(rules); }
+    // How many more calls like `call` the tuner will spend measuring
+    // before it has decided (an upper bound while the communicator is in
+    // its first calls); the same on every rank. ccl-bench runs them as
+    // warm-up, so that its timed calls run the decision.
+    size_t tuning_calls_left(const nnpccl::CollectiveCall &call);
     // Queues the call (validated by the caller); returns its operation.
+    // Not thread-safe: one thread issues a communicator's calls.
     nnpccl::Status start(const nnpccl::CollectiveCall &call, bool background,
                          std::shared_ptr<nnpccl::Operation> *out);
     void set_last_error(const std::string &message);
+
+    // start()'s parts: a numbered operation with its descriptor (no run
+    // yet); its run, with scratch from the pool; and, after a size class's
+    // last trial, the tuner's agreement (tuner.hpp).
+    std::shared_ptr<nnpccl::Operation> new_operation(const nnpccl::CollectiveCall &call,
+                                                     nnpccl::OperationBuffers *buffers);
+    void attach_run(nnpccl::Operation &op, std::shared_ptr<const nnpccl::Schedule> schedule,
+                    nnpccl::OperationBuffers buffers);
+    void agree(const std::shared_ptr<nnpccl::TuningEntry> &tuning, const nnpccl::CollectiveArgs &tuned,
+               bool background);
     // The transports the engine drives: the decorators when emulating.
     std::vector<nnpccl::Transport *> active_transports() const;
 };

@@ -78,6 +78,9 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     int emulate = 0;
     NNPCCL_TRY(env_int("NNPCCL_EMULATE_LINKS", 0, 1, &emulate));
     s.emulate_links = emulate == 1;
+    int tune = 1;
+    NNPCCL_TRY(env_int("NNPCCL_TUNE", 0, 1, &tune));
+    s.tune = tune == 1;
     std::string scale = env_string("NNPCCL_EMULATE_SCALE");
     if (!scale.empty()) {
         char *end = nullptr;

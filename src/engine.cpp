@@ -118,6 +118,8 @@ Status Engine::failure() const {
 }
 
 void Engine::finish(const std::shared_ptr<Operation> &op, const Status &result) {
+    if (result && op->on_success)
+        op->on_success(std::chrono::duration<double, std::micro>(Clock::now() - op->started).count());
     {
         std::lock_guard<std::mutex> lock(op->mutex);
         op->result = result;
@@ -197,7 +199,7 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
         if (now - idle_since >= std::chrono::seconds(settings_.timeout_sec)) {
             fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s",
                                             op.description.c_str(), settings_.timeout_sec,
-                                            op.run->blocked_on().c_str()));
+                                            op.run != nullptr ? op.run->blocked_on().c_str() : "its turn"));
             return false;
         }
     }
@@ -248,6 +250,16 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
     *progressed = 0;
     for (size_t i = 0; i < window.size(); ++i) {
         Operation &op = *window[i];
+        if (op.run == nullptr) {
+            // Only a collective is prepared late, and it heads the window.
+            Status st = op.prepare ? op.prepare(op) : internal_error("%s has nothing to run", op.description.c_str());
+            if (!st) {
+                fail_locked_queue(Status(st.code(), op.description + ": " + st.message()));
+                window.clear();
+                return st;
+            }
+        }
+        if (op.on_success && op.started == Clock::time_point{}) op.started = Clock::now();
         if (op.run->finished()) continue;
         bool held = false;
         if (op.p2p.active) {
@@ -276,7 +288,7 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
         {
             std::lock_guard<std::mutex> lock(queue_mutex_);
             if (queue_.empty()) return Status::ok();
-            if (!queue_.front()->run->finished()) {
+            if (queue_.front()->run == nullptr || !queue_.front()->run->finished()) {
                 *front = queue_.front();
                 return Status::ok();
             }

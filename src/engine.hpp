@@ -65,6 +65,15 @@ struct Operation {
     // 55-72 us at 1 MiB, 170-200 -> 370-500 us at 4 MiB.
     ScratchPool::Lease scratch;
 
+    // Set for a collective whose algorithm is only known once the ones
+    // ahead of it have run (measured tuning, src/tuner.hpp): makes `run`
+    // when the operation reaches the front of the queue.
+    std::function<Status(Operation &)> prepare;
+    // Called, when the operation succeeds, with its time in µs from its
+    // first step to its end.
+    std::function<void(double)> on_success;
+    Clock::time_point started{};
+
     std::atomic<bool> done{false};
     Status result; // valid once done
     std::mutex mutex;

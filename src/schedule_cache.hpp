@@ -16,7 +16,9 @@ namespace nnpccl {
 
 class ScheduleCache {
 public:
-    using Key = std::tuple<int, size_t, size_t, int, bool>; // collective, count, element size, root, in place
+    // collective, count, element size, root, in place, and the algorithm
+    // (an AlgorithmInfo) when one was asked for, null for the planner's choice
+    using Key = std::tuple<int, size_t, size_t, int, bool, const void *>;
     explicit ScheduleCache(size_t capacity = 256) : capacity_(capacity) {}
 
     std::shared_ptr<const Schedule> find(const Key &key) {

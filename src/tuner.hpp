@@ -1,0 +1,131 @@
+// Measured tuning on the host. The cost model plans `flat` with one figure
+// for the host's links and a rough term for ranks that share cores, and on
+// such a host the real order of the algorithms moves with the machine's
+// state: on this project's 2-core VM, 4 ranks, allgather of 1 MiB took
+// 144 us by the ring and 123 us by halving-doubling in one run, and the
+// ring won by 1.1-2x in others. So where the model leaves more than one
+// algorithm within kTuningWindow of its fastest prediction, the
+// communicator's first calls of that (collective, element size, power-of-two
+// size class) try those algorithms in turn, every rank timing its own runs;
+// then one internal allreduce (the maximum over ranks of each candidate's
+// figure) gives every rank the same figures, and the fastest measured runs
+// from then on. Cost: candidates x rounds calls of the class at its start,
+// plus one allreduce of a few doubles. Topologies that simulate another
+// machine (the NNP-T presets) are left to the model: this host's timings say
+// nothing about them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "planner.hpp"
+
+namespace nnpccl {
+
+// Candidates predicted within this factor of the fastest are measured. The
+// model's worst misses on this project's VM (4 ranks on 2 cores) were
+// halving-doubling predicted 1.95x the ring and measured 0.85x of it.
+constexpr double kTuningWindow = 2.0;
+// A communicator's first collectives are left to the model: a fresh job
+// runs cold (its first 10-20 calls take 2-10x their later time here), which
+// would time the first trials against later ones.
+constexpr uint64_t kTuningAfterCalls = 16;
+
+// floor(log2(bytes)), -1 for none: the size classes of tuning and of INFO's plan log.
+int size_class(size_t bytes);
+
+// The trials: every candidate runs once untimed (its first call at a size
+// pays for first touches: on this project's VM, 11-15 us for each page a
+// process touches for the first time, 5.6 ms for a fresh 2 MiB buffer),
+// then in each of kTuningRounds rounds every candidate runs a batch of
+// consecutive calls, the order turning by one each round. A rank's
+// figure for a batch is its calls' mean time, which in a loop of calls is
+// the loop's period on every rank (a rank that waits for the others in one
+// call is the one they wait for in the next); its figure for a candidate is
+// its fastest batch. Noise on a shared host only ever adds time (a core
+// taken away for a while, a process's first calls running cold), and in
+// a fresh 4-rank job the first 10-20 calls take 2-10x their later time:
+// the median of three batches still let one slow batch decide, the fastest
+// does not. A batch holds enough calls for about kTuningBatchUs of
+// predicted time, 1 to 4 of them.
+constexpr int kTuningRounds = 5;
+constexpr double kTuningBatchUs = 1000;
+int tuning_batch(double predicted_us);
+
+// The tuning of one (collective, element size, size class). The issuing
+// thread asks next() per call; timings arrive from whichever thread
+// finishes the operations.
+class TuningEntry {
+public:
+    TuningEntry(std::vector<const AlgorithmInfo *> candidates, int batch);
+
+    // The algorithm of the next call: a trial's (*trial set to identify it
+    // for record()) while trials remain; the decision once the agreement
+    // has finished; otherwise nullptr, meaning "decided by the time the call
+    // runs" (the agreement runs before it). *agree_after is set on the last
+    // trial: the caller then issues the agreement right behind it.
+    const AlgorithmInfo *next(int *trial, bool *agree_after);
+    // Trial calls still to be issued (the same count on every rank).
+    size_t trials_left() const { return trials() - issued_; }
+
+    void record(int trial, double us);
+    // This rank's figure per candidate, in candidate order (0: not timed):
+    // the mean time per call of its fastest batch.
+    std::vector<double> figures() const;
+    // Takes the agreement's result (every rank's figures, the maximum of
+    // each) and fixes the choice: the fastest candidate timed everywhere,
+    // else the model's first.
+    void decide(const std::vector<double> &agreed);
+    // nullptr until decide().
+    const AlgorithmInfo *decided() const { return decided_.load(std::memory_order_acquire); }
+
+    const std::vector<const AlgorithmInfo *> &candidates() const { return candidates_; }
+    int batch() const { return batch_; }
+    size_t trials() const { return candidates_.size() * static_cast<size_t>(1 + kTuningRounds * batch_); }
+
+private:
+    std::vector<const AlgorithmInfo *> candidates_;
+    int batch_;
+    size_t issued_ = 0; // trials issued; touched by the issuing thread only
+    mutable std::mutex mutex_;
+    struct Batch {
+        double sum_us = 0;
+        int calls = 0;
+    };
+    // By (trial - candidates) / batch_, after the untimed first calls:
+    // round-major, then position in the round.
+    std::vector<Batch> batches_;
+    // The candidate of timed batch b.
+    size_t candidate_of_batch(size_t b) const { return (b % candidates_.size() + b / candidates_.size()) % candidates_.size(); }
+    std::atomic<const AlgorithmInfo *> decided_{nullptr};
+};
+
+// A communicator's tuning entries, by what the ranks agree on without
+// talking: the collective, the element size and the size class (not
+// in-place, not the root: those may differ between ranks of one call).
+class Tuner {
+public:
+    using Key = std::tuple<int, size_t, int>;
+    static Key key_for(const CollectiveArgs &args);
+
+    // The entry of `key`, or null when it has none yet.
+    std::shared_ptr<TuningEntry> find(const Key &key) const;
+    // Makes the key's entry from the model's predictions; null when at most
+    // one algorithm is close enough to need measuring (the model decides).
+    std::shared_ptr<TuningEntry> add(const Key &key, const std::vector<Prediction> &predictions);
+    // Keys the model decided, so the predictions are not made again.
+    bool model_decides(const Key &key) const { return model_only_.count(key) != 0; }
+
+private:
+    std::map<Key, std::shared_ptr<TuningEntry>> entries_;
+    std::set<Key> model_only_;
+};
+
+} // namespace nnpccl

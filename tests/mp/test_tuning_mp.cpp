@@ -1,0 +1,125 @@
+// Measured tuning on real ranks: calls that run while the tuner measures,
+// and calls issued before it has decided (planned only when they run), give
+// bit-exact results; every rank decides alike; and rank 0's NNPCCL_TUNE
+// holds for every rank, so ranks never disagree about whether to measure.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "local_launch.hpp"
+#include "mp_support.hpp"
+#include "registry.hpp"
+
+namespace {
+
+nnpccl::CollectiveCall allreduce_call(const void *send, void *recv, size_t count) {
+    nnpccl::CollectiveCall c;
+    c.collective = nnpccl::Collective::Allreduce;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.datatype = NNPCCL_INT32;
+    c.op = NNPCCL_SUM;
+    return c;
+}
+
+int registry_index(const std::string &name) {
+    const std::vector<nnpccl::AlgorithmInfo> &all = nnpccl::algorithm_registry();
+    for (size_t i = 0; i < all.size(); ++i)
+        if (name == all[i].name) return static_cast<int>(i);
+    return -1;
+}
+
+// Past the communicator's first calls, which the model plans alone.
+bool warm_up(nnpccl_comm_t comm) {
+    for (uint64_t i = 0; i < nnpccl::kTuningAfterCalls; ++i)
+        if (nnpccl_barrier(comm) != NNPCCL_SUCCESS) return false;
+    return true;
+}
+
+// The smallest allreduce of int32 the tuner measures, 0 when none is.
+size_t tuned_count(nnpccl_comm_t comm) {
+    for (size_t count = 256; count <= (size_t{1} << 22); count *= 2)
+        if (comm->tuning_calls_left(allreduce_call(nullptr, nullptr, count)) > 0) return count;
+    return 0;
+}
+
+int through_the_trials(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = join_job(rank, nranks, id, 60);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    EXPECT(warm_up(comm));
+    const size_t count = tuned_count(comm);
+    EXPECT(count > 0);
+    if (count == 0) return failures;
+    // Every trial, the agreement and calls behind it in flight at once.
+    const size_t calls = comm->tuning_calls_left(allreduce_call(nullptr, nullptr, count)) + 8;
+    std::vector<std::vector<int32_t>> in(calls, std::vector<int32_t>(count)), out(calls, std::vector<int32_t>(count));
+    std::vector<nnpccl_request_t> requests(calls, nullptr);
+    for (size_t k = 0; k < calls; ++k) {
+        for (size_t i = 0; i < count; ++i) in[k][i] = (rank + 1) * static_cast<int32_t>(k + 1) + static_cast<int32_t>(i % 7);
+        EXPECT(nnpccl_iallreduce(in[k].data(), out[k].data(), count, NNPCCL_INT32, NNPCCL_SUM, comm, &requests[k]) ==
+               NNPCCL_SUCCESS);
+    }
+    for (size_t k = calls; k-- > 0;) EXPECT(nnpccl_wait(requests[k]) == NNPCCL_SUCCESS);
+    size_t wrong = 0;
+    for (size_t k = 0; k < calls; ++k)
+        for (size_t i = 0; i < count; ++i)
+            wrong += out[k][i] != static_cast<int32_t>(k + 1) * nranks * (nranks + 1) / 2 +
+                                      nranks * static_cast<int32_t>(i % 7);
+    EXPECT(wrong == 0);
+    EXPECT(comm->tuning_calls_left(allreduce_call(nullptr, nullptr, count)) == 0);
+    // Every rank runs the same decision.
+    std::string decided;
+    EXPECT(comm->algorithm_for(allreduce_call(in[0].data(), out[0].data(), count), &decided));
+    int32_t mine = registry_index(decided);
+    EXPECT(mine >= 0);
+    std::vector<int32_t> all(static_cast<size_t>(nranks), -2);
+    EXPECT(nnpccl_allgather(&mine, all.data(), 1, NNPCCL_INT32, comm) == NNPCCL_SUCCESS);
+    for (int32_t theirs : all) EXPECT(theirs == mine);
+    // Blocking calls, in place, run it as well.
+    std::vector<int32_t> data(count, rank);
+    EXPECT(nnpccl_allreduce(data.data(), data.data(), count, NNPCCL_INT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+    for (int32_t v : data) wrong += v != nranks * (nranks - 1) / 2;
+    EXPECT(wrong == 0);
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+int rank_zero_says_no(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    if (rank == 0) setenv("NNPCCL_TUNE", "0", 1);
+    nnpccl_comm_t comm = join_job(rank, nranks, id, 60);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    EXPECT(warm_up(comm));
+    EXPECT(tuned_count(comm) == 0);
+    // The same calls as above, planned by the model alone on every rank.
+    std::vector<int32_t> data(1 << 16, rank + 1);
+    for (int k = 0; k < 20; ++k) {
+        std::fill(data.begin(), data.end(), rank + 1);
+        EXPECT(nnpccl_allreduce(data.data(), data.data(), data.size(), NNPCCL_INT32, NNPCCL_SUM, comm) ==
+               NNPCCL_SUCCESS);
+        EXPECT(data.back() == nranks * (nranks + 1) / 2);
+    }
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+} // namespace
+
+TEST_CASE("calls during and right after the tuner's trials are bit-exact, and every rank decides alike",
+          "[mp][tuning]") {
+    unsetenv("NNPCCL_TUNE");
+    unsetenv("NNPCCL_TOPO");
+    unsetenv("NNPCCL_ALGO");
+    CHECK(run_local_ranks(4, through_the_trials) == 0);
+    CHECK(run_local_ranks(3, through_the_trials) == 0);
+}
+
+TEST_CASE("rank 0's NNPCCL_TUNE=0 turns measuring off on every rank", "[mp][tuning]") {
+    CHECK(run_local_ranks(3, rank_zero_says_no) == 0);
+}
