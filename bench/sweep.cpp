@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "algo_override.hpp"
 #include "check_data.hpp"
 #include "comm.hpp"
 #include "dtype.hpp"
@@ -136,6 +137,18 @@ nnpccl_check::CallShape Bench::recv_shape(const nnpccl_check::CallShape &send_sh
     return r;
 }
 
+nnpccl::CollectiveCall collective_call(const nnpccl_check::CallShape &sh, const void *send, void *recv) {
+    nnpccl::CollectiveCall c;
+    c.collective = sh.collective;
+    c.send = send;
+    c.recv = recv;
+    c.count = sh.count;
+    c.datatype = sh.dt;
+    c.op = sh.op;
+    c.root = nnpccl::has_root(sh.collective) ? sh.root : -1;
+    return c;
+}
+
 nnpccl_result_t Bench::call(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s) {
     if (!o_.coll->exchange) return nnpccl_check::issue(comm, s, send, recv);
     const int from = recv_shape(s).root;
@@ -171,6 +184,13 @@ double Bench::time_calls(nnpccl_comm_t comm, const void *send, void *recv, const
                          int warmup, int iters) {
     for (int i = 0; i < warmup; ++i)
         if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    // The tuner's trials (src/tuner.hpp) are set-up, as warm-up is: the
+    // timed calls run its decision. Every rank counts the same trials left.
+    if (!o_.coll->exchange) {
+        const nnpccl::CollectiveCall c = collective_call(sh, send, recv);
+        while (comm->tuning_calls_left(c) > 0)
+            if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+    }
     if (nnpccl_result_t rc = nnpccl_barrier(comm); rc != NNPCCL_SUCCESS) fail("barrier", rc);
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i)
@@ -244,27 +264,30 @@ void Bench::allocate(const std::vector<size_t> &totals) {
 // slows them alike, where separate runs would compare one machine state
 // against another.
 int Bench::compare() {
+    // Every algorithm takes its turns on comm_ itself, forced by swapping
+    // the communicator's NNPCCL_ALGO rules between turns: on communicators
+    // of their own, the same forced ring allreduce of 256 KiB on 4 ranks ran
+    // 5-30% slower on those made later than on the first (their queues
+    // elsewhere in memory), which biased the comparison by creation order.
     struct Candidate {
         std::string name;
-        nnpccl_comm_t comm = nullptr;
+        std::shared_ptr<const nnpccl::AlgoOverride> rules;
     };
     std::vector<Candidate> candidates;
-    for (const nnpccl::AlgorithmInfo &a : nnpccl::algorithm_registry())
-        if (a.serves_collective(o_.coll->coll)) candidates.push_back({a.name});
-    for (Candidate &c : candidates) {
-        nnpccl_unique_id_t id{};
-        nnpccl_result_t rc = rank_ == 0 ? nnpccl_get_unique_id(&id) : NNPCCL_SUCCESS;
-        if (rc != NNPCCL_SUCCESS) fail("get_unique_id", rc);
-        rc = nnpccl_broadcast(&id, &id, sizeof id, NNPCCL_UINT8, 0, comm_);
-        if (rc != NNPCCL_SUCCESS) fail("broadcast of a unique id", rc);
-        const std::string forced = std::string(o_.coll->name) + ":" + c.name;
-        nnpccl_config_t config = NNPCCL_CONFIG_INIT;
-        config.algorithms = forced.c_str();
-        rc = nnpccl_comm_init_rank(&c.comm, nranks_, id, rank_, &config);
-        if (rc != NNPCCL_SUCCESS) fail(("init of a communicator forcing " + forced).c_str(), rc);
+    for (const nnpccl::AlgorithmInfo &a : nnpccl::algorithm_registry()) {
+        if (!a.serves_collective(o_.coll->coll)) continue;
+        auto rules = std::make_shared<nnpccl::AlgoOverride>();
+        std::string error;
+        if (!rules->parse(std::string(o_.coll->name) + ":" + a.name, &error, "ccl-bench --compare"))
+            fail(error.c_str(), NNPCCL_ERR_INTERNAL);
+        candidates.push_back({a.name, std::move(rules)});
     }
-    const size_t selector = candidates.size(); // comm_, after the forced ones
-    auto comm_of = [&](size_t k) { return k == selector ? comm_ : candidates[k].comm; };
+    const size_t selector = candidates.size(); // the communicator's own rules, after the forced ones
+    const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->settings.algo_override;
+    auto comm_of = [&](size_t k) {
+        comm_->force_algorithms(k == selector ? own_rules : candidates[k].rules);
+        return comm_;
+    };
 
     const std::vector<size_t> totals = sizes();
     allocate(totals);
@@ -314,16 +337,11 @@ int Bench::compare() {
             }
         wrong_total += row_wrong;
         if (rank_ != 0) continue; // rank 0 prints; the choice is the same on every rank
-        nnpccl::CollectiveCall c;
-        c.collective = sh.collective;
-        c.send = send;
-        c.recv = recv;
-        c.count = sh.count;
-        c.datatype = sh.dt;
-        c.op = sh.op;
-        c.root = nnpccl::has_root(sh.collective) ? sh.root : -1;
-        std::shared_ptr<const nnpccl::Schedule> chosen;
-        if (!comm_->schedule_for(c, &chosen)) fail("planning", NNPCCL_ERR_INTERNAL);
+        // The selector's choice: the tuner's decision, made in its first
+        // turn, or the model's where the tuner had nothing to measure.
+        comm_of(selector);
+        std::string chosen;
+        if (!comm_->algorithm_for(collective_call(sh, send, recv), &chosen)) fail("planning", NNPCCL_ERR_INTERNAL);
         std::vector<double> medians(selector + 1, 0);
         size_t fastest = selector, choice = selector;
         for (size_t k = 0; k <= selector; ++k) {
@@ -332,7 +350,7 @@ int Bench::compare() {
             std::sort(t.begin(), t.end());
             medians[k] = t.size() % 2 != 0 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
             if (k < selector && (fastest == selector || medians[k] < medians[fastest])) fastest = k;
-            if (k < selector && candidates[k].name == chosen->algorithm) choice = k;
+            if (k < selector && candidates[k].name == chosen) choice = k;
         }
         const double ratio = choice == selector || fastest == selector ? 0 : medians[choice] / medians[fastest];
         misses += ratio > 1.10;
@@ -341,7 +359,7 @@ int Bench::compare() {
             const int width = k == selector ? 9 : static_cast<int>(std::max<size_t>(9, candidates[k].name.size()));
             std::printf("  %*s", width, applies[k] ? fmt_num(medians[k], width).c_str() : "n/a");
         }
-        std::printf("  %-20s  %-20s  %5.2f  %6s%s\n", chosen->algorithm.c_str(),
+        std::printf("  %-20s  %-20s  %5.2f  %6s%s\n", chosen.empty() ? "-" : chosen.c_str(),
                     fastest == selector ? "-" : candidates[fastest].name.c_str(), ratio,
                     o_.check ? std::to_string(row_wrong).c_str() : "N/A", ratio > 1.10 ? "  miss" : "");
         std::fflush(stdout);
@@ -353,8 +371,7 @@ int Bench::compare() {
         if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
         std::fflush(stdout);
     }
-    for (Candidate &c : candidates)
-        if (nnpccl_result_t rc = nnpccl_comm_destroy(c.comm); rc != NNPCCL_SUCCESS) fail("destroy", rc);
+    comm_->force_algorithms(own_rules);
     return (wrong_total != 0 || oob_total != 0) ? 1 : 0;
 }
 
