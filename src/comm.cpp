@@ -370,7 +370,8 @@ void log_tuning(const CollectiveArgs &args, const TuningEntry &entry, const std:
     std::string measured, predicted;
     for (const AlgorithmInfo *a : entry.candidates()) measured += (measured.empty() ? "" : ", ") + std::string(a->name);
     for (const Prediction &p : predictions)
-        if (p.applies) predicted += (predicted.empty() ? "" : ", ") + format("%s %.1f us", p.algorithm->name, p.time_us);
+        if (p.applies)
+            predicted += (predicted.empty() ? "" : ", ") + format("%s %.1f us", p.algorithm->name, p.time_us);
     LOG_INFO("%s of %zu bytes: measuring %s, %d rounds of %d calls each; predicted: %s",
              collective_name(args.collective), call_bytes(args), measured.c_str(), kTuningRounds, entry.batch(),
              predicted.c_str());
@@ -525,12 +526,13 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
     op->description = "the tuner's agreement on " + std::string(collective_name(tuned.collective)) + " of " +
                       std::to_string(call_bytes(tuned)) + " bytes (" + op->description + ")";
     // Prepared when it runs, after the trials ahead of it have finished and
-    // been timed; planned by the model alone, whatever NNPCCL_ALGO forces.
-    op->prepare = [this, args, buffers, figures, tuning](Operation &self) {
+    // been timed; planned by the model alone, whatever NNPCCL_ALGO forces
+    // (and read here, on the issuing thread, which may change those).
+    PlanOptions options;
+    options.costs = plan_options(settings).costs;
+    op->prepare = [this, args, buffers, figures, tuning, options](Operation &self) {
         const std::vector<double> mine = tuning->figures();
         std::copy(mine.begin(), mine.end(), figures->begin());
-        PlanOptions options = plan_options(settings);
-        options.algo_override = AlgoOverride();
         std::string error;
         const AlgorithmInfo *algorithm = choose_algorithm(args, topology, options, &error);
         if (algorithm == nullptr) return internal_error("planning the tuner's agreement: %s", error.c_str());

@@ -106,7 +106,9 @@ struct nnpccl_comm {
     // Replaces the algorithms NNPCCL_ALGO (or config->algorithms) forced,
     // between calls, on every rank alike: for tools that run several
     // algorithms on one communicator (ccl-bench --compare).
-    void force_algorithms(std::shared_ptr<const nnpccl::AlgoOverride> rules) { settings.algo_override = std::move(rules); }
+    void force_algorithms(std::shared_ptr<const nnpccl::AlgoOverride> rules) {
+        settings.algo_override = std::move(rules);
+    }
     // How many more calls like `call` the tuner will spend measuring
     // before it has decided (an upper bound while the communicator is in
     // its first calls); the same on every rank. ccl-bench runs them as

@@ -30,7 +30,7 @@ struct Settings {
     bool emulate_links = false;       // NNPCCL_EMULATE_LINKS=1: pace traffic to the topology's links
     double emulate_scale = 1.0;       // NNPCCL_EMULATE_SCALE: emulated time runs this many times slower
     std::string pin;                  // NNPCCL_PIN: auto (default), off, or a CPU list
-    bool tune = true;                 // NNPCCL_TUNE=0: the model alone chooses, also on `flat` (src/tuner.hpp); rank 0's counts
+    bool tune = true;                 // NNPCCL_TUNE=0: no measured tuning (src/tuner.hpp); rank 0's counts
     bool blocking = true;             // config->blocking only: false = init builds the communicator in the background
     std::shared_ptr<const AlgoOverride> algo_override; // NNPCCL_ALGO: forced algorithms by collective and size; null when unset
     // Filled in at init from the host, not from the environment:

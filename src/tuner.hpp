@@ -9,10 +9,10 @@
 // size class) try those algorithms in turn, every rank timing its own runs;
 // then one internal allreduce (the maximum over ranks of each candidate's
 // figure) gives every rank the same figures, and the fastest measured runs
-// from then on. Cost: candidates x rounds calls of the class at its start,
-// plus one allreduce of a few doubles. Topologies that simulate another
-// machine (the NNP-T presets) are left to the model: this host's timings say
-// nothing about them.
+// from then on. Cost: candidates x (1 + rounds x batch) calls of the class
+// at its start, plus one allreduce of a few doubles. Topologies that
+// simulate another machine (the NNP-T presets) are left to the model: this
+// host's timings say nothing about them.
 #pragma once
 
 #include <atomic>
@@ -50,11 +50,11 @@ int size_class(size_t bytes);
 // the loop's period on every rank (a rank that waits for the others in one
 // call is the one they wait for in the next); its figure for a candidate is
 // its fastest batch. Noise on a shared host only ever adds time (a core
-// taken away for a while, a process's first calls running cold), and in
-// a fresh 4-rank job the first 10-20 calls take 2-10x their later time:
-// the median of three batches still let one slow batch decide, the fastest
-// does not. A batch holds enough calls for about kTuningBatchUs of
-// predicted time, 1 to 4 of them.
+// taken away for a while, a call that runs cold), so the fastest batch is
+// the one least disturbed: with the median of the batches instead, 14 of
+// 60 sizes of tools/selector-check missed, with the fastest 3 or 4. A
+// batch holds enough calls for about kTuningBatchUs of predicted time, 1
+// to 4 of them.
 constexpr int kTuningRounds = 5;
 constexpr double kTuningBatchUs = 1000;
 int tuning_batch(double predicted_us);
@@ -102,14 +102,18 @@ private:
     // By (trial - candidates) / batch_, after the untimed first calls:
     // round-major, then position in the round.
     std::vector<Batch> batches_;
-    // The candidate of timed batch b.
-    size_t candidate_of_batch(size_t b) const { return (b % candidates_.size() + b / candidates_.size()) % candidates_.size(); }
+    // The candidate of timed batch b: round b / n starts one further on.
+    size_t candidate_of_batch(size_t b) const {
+        const size_t n = candidates_.size();
+        return (b % n + b / n) % n;
+    }
     std::atomic<const AlgorithmInfo *> decided_{nullptr};
 };
 
-// A communicator's tuning entries, by what the ranks agree on without
-// talking: the collective, the element size and the size class (not
-// in-place, not the root: those may differ between ranks of one call).
+// A communicator's tuning entries, by what every rank of a call shares:
+// the collective, the element size and the size class. Not in-place, which
+// ranks of one call may see differently, and not the root or the op, which
+// change no algorithm's standing.
 class Tuner {
 public:
     using Key = std::tuple<int, size_t, int>;

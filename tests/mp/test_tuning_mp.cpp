@@ -61,7 +61,8 @@ int through_the_trials(int rank, int nranks, const nnpccl_unique_id_t &id) {
     std::vector<std::vector<int32_t>> in(calls, std::vector<int32_t>(count)), out(calls, std::vector<int32_t>(count));
     std::vector<nnpccl_request_t> requests(calls, nullptr);
     for (size_t k = 0; k < calls; ++k) {
-        for (size_t i = 0; i < count; ++i) in[k][i] = (rank + 1) * static_cast<int32_t>(k + 1) + static_cast<int32_t>(i % 7);
+        for (size_t i = 0; i < count; ++i)
+            in[k][i] = (rank + 1) * static_cast<int32_t>(k + 1) + static_cast<int32_t>(i % 7);
         EXPECT(nnpccl_iallreduce(in[k].data(), out[k].data(), count, NNPCCL_INT32, NNPCCL_SUM, comm, &requests[k]) ==
                NNPCCL_SUCCESS);
     }

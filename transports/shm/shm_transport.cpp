@@ -196,7 +196,8 @@ void ShmTransport::populate_queues(const std::vector<int> &local_peers) {
         for (int c = 0; c < channels_; ++c)
             for (Queue *q : {queue(rank_, peer, c), queue(peer, rank_, c)}) {
                 if (madvise(q, queue_stride_, MADV_POPULATE_WRITE) != 0) {
-                    LOG_INFO("shm: cannot populate the queues (%s); their pages fault in as used", std::strerror(errno));
+                    LOG_INFO("shm: cannot populate the queues (%s); their pages fault in as used",
+                             std::strerror(errno));
                     return;
                 }
                 for (size_t o = 0; o < queue_stride_; o += kPage) (void)reinterpret_cast<volatile char *>(q)[o];
