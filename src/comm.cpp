@@ -351,6 +351,7 @@ struct Choice {
     const AlgorithmInfo *algorithm = nullptr;
     std::shared_ptr<TuningEntry> tuning;
     int trial = -1;
+    bool sync_before = false;
     bool agree_after = false;
 };
 
@@ -381,7 +382,7 @@ void log_decision(const CollectiveArgs &args, const TuningEntry &entry, const st
     std::string measured;
     for (size_t k = 0; k < entry.candidates().size() && k < agreed.size(); ++k)
         measured += (measured.empty() ? "" : ", ") + format("%s %.1f us", entry.candidates()[k]->name, agreed[k]);
-    LOG_INFO("%s of %zu bytes: %s; measured (per call, the fastest round, the slowest rank): %s",
+    LOG_INFO("%s of %zu bytes: %s; measured (per call, the fastest round, the mean over ranks): %s",
              collective_name(args.collective), call_bytes(args), entry.decided()->name, measured.c_str());
 }
 
@@ -409,7 +410,7 @@ void choose_plan(nnpccl_comm &comm, const CollectiveArgs &args, Choice *out) {
     if (entry == nullptr) return;
     out->tuned = true;
     out->tuning = entry;
-    out->algorithm = entry->next(&out->trial, &out->agree_after);
+    out->algorithm = entry->next(&out->trial, &out->sync_before, &out->agree_after);
 }
 
 } // namespace
@@ -481,6 +482,12 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     std::shared_ptr<const Schedule> schedule;
     if (!choice.tuned) NNPCCL_TRY(schedule_for(call, &schedule));
     else if (choice.algorithm != nullptr) NNPCCL_TRY(schedule_with(*choice.algorithm, args, &schedule));
+    if (choice.sync_before) {
+        CollectiveCall barrier;
+        barrier.collective = Collective::Barrier;
+        std::shared_ptr<Operation> sync;
+        NNPCCL_TRY(start(barrier, background, &sync));
+    }
     OperationBuffers buffers;
     std::shared_ptr<Operation> op = new_operation(call, &buffers);
     if (schedule != nullptr) {
@@ -508,18 +515,23 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
 }
 
 void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const CollectiveArgs &tuned, bool background) {
-    // An allreduce (max) of every candidate's figure: every rank then holds
-    // the same figures, so every rank decides alike. Its buffers: this
-    // rank's figures, then the agreed ones.
+    // An allreduce (sum) of every candidate's figure and of whether this
+    // rank timed it: every rank then holds the same numbers, so every rank
+    // decides alike, on the mean over the ranks of their time per call (as
+    // ccl-bench reports time; for a broadcast or reduce, where the root is
+    // done long before the last rank, the slowest rank alone ranked the
+    // chain below the tree at 1-4 MiB, where ccl-bench timed it 1.2x
+    // faster). Every allreduce schedule gives every rank the same bits.
+    // Its buffers: this rank's figures and flags, then the sums.
     const size_t n = tuning->candidates().size();
-    auto figures = std::make_shared<std::vector<double>>(2 * n, 0.0);
+    auto numbers = std::make_shared<std::vector<double>>(4 * n, 0.0);
     CollectiveCall call;
     call.collective = Collective::Allreduce;
-    call.send = figures->data();
-    call.recv = figures->data() + n;
-    call.count = n;
+    call.send = numbers->data();
+    call.recv = numbers->data() + 2 * n;
+    call.count = 2 * n;
     call.datatype = NNPCCL_FLOAT64;
-    call.op = NNPCCL_MAX;
+    call.op = NNPCCL_SUM;
     const CollectiveArgs args = args_for(call);
     OperationBuffers buffers;
     std::shared_ptr<Operation> op = new_operation(call, &buffers);
@@ -530,9 +542,12 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
     // (and read here, on the issuing thread, which may change those).
     PlanOptions options;
     options.costs = plan_options(settings).costs;
-    op->prepare = [this, args, buffers, figures, tuning, options](Operation &self) {
+    op->prepare = [this, args, buffers, numbers, tuning, options](Operation &self) {
         const std::vector<double> mine = tuning->figures();
-        std::copy(mine.begin(), mine.end(), figures->begin());
+        for (size_t k = 0; k < mine.size(); ++k) {
+            (*numbers)[k] = mine[k];
+            (*numbers)[mine.size() + k] = mine[k] > 0 ? 1 : 0;
+        }
         std::string error;
         const AlgorithmInfo *algorithm = choose_algorithm(args, topology, options, &error);
         if (algorithm == nullptr) return internal_error("planning the tuner's agreement: %s", error.c_str());
@@ -541,11 +556,14 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
         attach_run(self, std::move(planned), buffers);
         return Status::ok();
     };
-    op->on_success = [this, figures, tuning, tuned](double) {
-        const std::vector<double> agreed(figures->begin() + static_cast<std::ptrdiff_t>(tuning->candidates().size()),
-                                         figures->end());
-        tuning->decide(agreed);
-        if (rank == 0 && log_level() >= LogLevel::Info) log_decision(tuned, *tuning, agreed);
+    op->on_success = [this, numbers, tuning, tuned](double) {
+        // A candidate some rank did not time (0) cannot win.
+        const size_t n = tuning->candidates().size();
+        std::vector<double> means(n, 0);
+        for (size_t k = 0; k < n; ++k)
+            if ((*numbers)[3 * n + k] == nranks) means[k] = (*numbers)[2 * n + k] / nranks;
+        tuning->decide(means);
+        if (rank == 0 && log_level() >= LogLevel::Info) log_decision(tuned, *tuning, means);
     };
     engine->submit(op, background);
 }

@@ -18,12 +18,14 @@ TuningEntry::TuningEntry(std::vector<const AlgorithmInfo *> candidates, int batc
     : candidates_(std::move(candidates)), batch_(std::max(1, batch)),
       batches_(candidates_.size() * static_cast<size_t>(kTuningRounds)) {}
 
-const AlgorithmInfo *TuningEntry::next(int *trial, bool *agree_after) {
+const AlgorithmInfo *TuningEntry::next(int *trial, bool *sync_before, bool *agree_after) {
     *trial = -1;
+    *sync_before = false;
     *agree_after = false;
     if (issued_ < trials()) {
         const size_t n = candidates_.size(), call = issued_;
         *trial = static_cast<int>(call);
+        *sync_before = call >= n && (call - n) % static_cast<size_t>(batch_) == 0;
         *agree_after = ++issued_ == trials();
         return candidates_[call < n ? call : candidate_of_batch((call - n) / static_cast<size_t>(batch_))];
     }

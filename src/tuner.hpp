@@ -7,8 +7,8 @@
 // algorithm within kTuningWindow of its fastest prediction, the
 // communicator's first calls of that (collective, element size, power-of-two
 // size class) try those algorithms in turn, every rank timing its own runs;
-// then one internal allreduce (the maximum over ranks of each candidate's
-// figure) gives every rank the same figures, and the fastest measured runs
+// then one internal allreduce (each candidate's figure summed over the
+// ranks) gives every rank the same figures, and the fastest measured runs
 // from then on. Cost: candidates x (1 + rounds x batch) calls of the class
 // at its start, plus one allreduce of a few doubles. Topologies that
 // simulate another machine (the NNP-T presets) are left to the model: this
@@ -45,11 +45,12 @@ int size_class(size_t bytes);
 // pays for first touches: on this project's VM, 11-15 us for each page a
 // process touches for the first time, 5.6 ms for a fresh 2 MiB buffer),
 // then in each of kTuningRounds rounds every candidate runs a batch of
-// consecutive calls, the order turning by one each round. A rank's
-// figure for a batch is its calls' mean time, which in a loop of calls is
-// the loop's period on every rank (a rank that waits for the others in one
-// call is the one they wait for in the next); its figure for a candidate is
-// its fastest batch. Noise on a shared host only ever adds time (a core
+// consecutive calls, the order turning by one each round. Every batch
+// starts with a barrier, as ccl-bench's timed calls do: without it, the
+// root of a broadcast ran ahead into the next batch, whose algorithm then
+// paid for the wait (the tree measured 0.75x the chain at 4 MiB, where
+// ccl-bench timed it 1.2x). A rank's figure for a batch is its calls'
+// mean time; its figure for a candidate is its fastest batch. Noise on a shared host only ever adds time (a core
 // taken away for a while, a call that runs cold), so the fastest batch is
 // the one least disturbed: with the median of the batches instead, 14 of
 // 60 sizes of tools/selector-check missed, with the fastest 3 or 4. A
@@ -69,9 +70,11 @@ public:
     // The algorithm of the next call: a trial's (*trial set to identify it
     // for record()) while trials remain; the decision once the agreement
     // has finished; otherwise nullptr, meaning "decided by the time the call
-    // runs" (the agreement runs before it). *agree_after is set on the last
-    // trial: the caller then issues the agreement right behind it.
-    const AlgorithmInfo *next(int *trial, bool *agree_after);
+    // runs" (the agreement runs before it). *sync_before is set on the
+    // first call of each timed batch: the caller issues a barrier ahead of
+    // it, so that every rank starts the batch together. *agree_after is set
+    // on the last trial: the caller then issues the agreement behind it.
+    const AlgorithmInfo *next(int *trial, bool *sync_before, bool *agree_after);
     // Trial calls still to be issued (the same count on every rank).
     size_t trials_left() const { return trials() - issued_; }
 
@@ -79,9 +82,9 @@ public:
     // This rank's figure per candidate, in candidate order (0: not timed):
     // the mean time per call of its fastest batch.
     std::vector<double> figures() const;
-    // Takes the agreement's result (every rank's figures, the maximum of
-    // each) and fixes the choice: the fastest candidate timed everywhere,
-    // else the model's first.
+    // Takes the agreement's result (each candidate's figure over all ranks,
+    // 0 where some rank did not time it) and fixes the choice: the fastest
+    // candidate timed everywhere, else the model's first.
     void decide(const std::vector<double> &agreed);
     // nullptr until decide().
     const AlgorithmInfo *decided() const { return decided_.load(std::memory_order_acquire); }

@@ -20,18 +20,27 @@ const AlgorithmInfo *algorithm(const char *name) {
     return a;
 }
 
-// The algorithm names of every trial call, in issue order.
+// The algorithm names of every trial call, in issue order; "|" stands for
+// the barrier that opens each timed batch.
 std::vector<std::string> trial_order(TuningEntry &entry) {
     std::vector<std::string> order;
+    int calls = 0;
     while (entry.trials_left() > 0) {
         int trial = -1;
-        bool agree_after = false;
-        const AlgorithmInfo *a = entry.next(&trial, &agree_after);
+        bool sync_before = false, agree_after = false;
+        const AlgorithmInfo *a = entry.next(&trial, &sync_before, &agree_after);
         REQUIRE(a != nullptr);
-        CHECK(trial == static_cast<int>(order.size()));
+        CHECK(trial == calls++);
         CHECK(agree_after == (entry.trials_left() == 0));
+        if (sync_before) order.push_back("|");
         order.push_back(a->name);
     }
+    return order;
+}
+
+// The calls of trial_order() alone.
+std::vector<std::string> calls_of(std::vector<std::string> order) {
+    order.erase(std::remove(order.begin(), order.end(), "|"), order.end());
     return order;
 }
 
@@ -49,22 +58,25 @@ TEST_CASE("trials run each candidate once untimed, then batches in turn, the ord
     TuningEntry entry({algorithm("ring"), algorithm("direct")}, 2);
     REQUIRE(entry.trials() == 2 * (1 + kTuningRounds * 2));
     const std::vector<std::string> order = trial_order(entry);
-    const std::vector<std::string> expected_start = {"ring",   "direct", "ring", "ring",   "direct",
-                                                     "direct", "direct", "direct", "ring", "ring"};
-    CHECK(std::vector<std::string>(order.begin(), order.begin() + 10) == expected_start);
-    // Every candidate gets the same number of timed calls.
+    const std::vector<std::string> expected_start = {"ring",   "direct", "|",      "ring", "ring",
+                                                     "|",      "direct", "direct", "|",    "direct",
+                                                     "direct", "|",      "ring",   "ring"};
+    CHECK(std::vector<std::string>(order.begin(), order.begin() + 14) == expected_start);
+    // Every candidate gets the same number of timed calls, each batch behind a barrier.
     CHECK(std::count(order.begin(), order.end(), "ring") == std::count(order.begin(), order.end(), "direct"));
+    CHECK(std::count(order.begin(), order.end(), "|") == 2 * kTuningRounds);
     // Past the trials, nothing is known until the agreement decides.
     int trial = 0;
-    bool agree_after = true;
-    CHECK(entry.next(&trial, &agree_after) == nullptr);
+    bool sync_before = true, agree_after = true;
+    CHECK(entry.next(&trial, &sync_before, &agree_after) == nullptr);
     CHECK(trial == -1);
+    CHECK_FALSE(sync_before);
     CHECK_FALSE(agree_after);
 }
 
 TEST_CASE("a candidate's figure is the mean per call of its fastest batch; untimed calls do not count", "[tuner]") {
     TuningEntry entry({algorithm("ring"), algorithm("direct")}, 2);
-    const std::vector<std::string> order = trial_order(entry);
+    const std::vector<std::string> order = calls_of(trial_order(entry));
     for (size_t call = 0; call < order.size(); ++call) {
         const size_t batch = call < 2 ? 0 : (call - 2) / 2;
         double us = order[call] == "ring" ? 100 : 80;
@@ -92,14 +104,10 @@ TEST_CASE("the agreed figures decide: the fastest timed candidate, else the mode
     none.decide({0, 0});
     CHECK(none.decided() == algorithm("ring"));
     // Once decided, every call gets the decision.
-    while (none.trials_left() > 0) {
-        int trial = 0;
-        bool agree_after = false;
-        none.next(&trial, &agree_after);
-    }
+    trial_order(none);
     int trial = 0;
-    bool agree_after = false;
-    CHECK(none.next(&trial, &agree_after) == algorithm("ring"));
+    bool sync_before = false, agree_after = false;
+    CHECK(none.next(&trial, &sync_before, &agree_after) == algorithm("ring"));
 }
 
 TEST_CASE("the model leaves to measuring what it predicts within the window of its fastest", "[tuner]") {
