@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "planner.hpp"
 #include "reduce.hpp"
 #include "topology.hpp"
+#include "tuner.hpp"
 
 namespace nnpccl_bench {
 
@@ -120,6 +122,11 @@ int explain_plans(const ExplainRequest &request) {
                 options.algo_override.empty() ? "unset" : "set");
     std::printf("# time in us, busbw in GB/s; * marks the choice; bound: the bus bytes at the slowest chip's "
                 "injection, %g GB/s\n", topology.min_injection_gbps());
+    const bool tunes = settings.tune && p > 1 && topology.machine().shape() == Shape::Flat;
+    if (tunes)
+        std::printf("# on flat the ranks measure the algorithms predicted within %gx of the fastest at each size's "
+                    "first calls and run the fastest measured (NNPCCL_TUNE=0: the model alone)\n",
+                    kTuningWindow);
     std::vector<const AlgorithmInfo *> candidates;
     for (const AlgorithmInfo &a : algorithm_registry())
         if (a.serves_collective(request.collective)) candidates.push_back(&a);
@@ -156,7 +163,13 @@ int explain_plans(const ExplainRequest &request) {
             std::printf("  none: %s\n", error.c_str());
             status = 2;
         } else {
-            std::printf("  %s%s\n", chosen->name, forced ? " (NNPCCL_ALGO)" : "");
+            // Where the ranks would measure instead of trusting the model (src/tuner.hpp).
+            std::string measured;
+            if (!forced && tunes && call_bytes(args) > 0)
+                for (const AlgorithmInfo *a : close_candidates(considered, kTuningWindow))
+                    measured += (measured.empty() ? "" : ", ") + std::string(a->name);
+            std::printf("  %s%s%s\n", chosen->name, forced ? " (NNPCCL_ALGO)" : "",
+                        measured.find(',') != std::string::npos ? (" (tuner measures " + measured + ")").c_str() : "");
         }
     }
     for (const auto &[name, why] : not_applying) std::printf("# %s does not apply: %s\n", name.c_str(), why.c_str());

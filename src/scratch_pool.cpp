@@ -32,6 +32,13 @@ ScratchPool::Lease ScratchPool::acquire(size_t bytes) {
             return Lease(shared_from_this(), std::move(buffer));
         }
     }
+    // Free buffers too small for this call go: a workload that grows keeps
+    // only its largest, while calls in flight together keep one each.
+    std::vector<Lease::Buffer> dropped; // freed outside the lock
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        dropped.swap(free_); // every free one is smaller, or it would have been taken
+    }
     // Not zeroed: every schedule writes its scratch before it reads it.
     Lease::Buffer buffer{std::unique_ptr<unsigned char[]>(new unsigned char[bytes]), bytes};
     return Lease(shared_from_this(), std::move(buffer));

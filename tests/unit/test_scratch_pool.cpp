@@ -26,11 +26,19 @@ TEST_CASE("a freed scratch buffer serves the next call that fits in it", "[scrat
     CHECK(other.get() != first);
 }
 
-TEST_CASE("a call larger than every free buffer gets a new one", "[scratch]") {
+TEST_CASE("a call larger than every free buffer gets a new one, and the smaller ones go", "[scratch]") {
     auto pool = std::make_shared<ScratchPool>();
-    { ScratchPool::Lease small = pool->acquire(64); }
-    ScratchPool::Lease big = pool->acquire(4096);
-    CHECK(pool->free_buffers() == 1); // the small one stays for later
+    { ScratchPool::Lease small = pool->acquire(64), other = pool->acquire(128); }
+    REQUIRE(pool->free_buffers() == 2);
+    unsigned char *big_buffer = nullptr;
+    {
+        ScratchPool::Lease big = pool->acquire(4096);
+        big_buffer = big.get();
+        CHECK(pool->free_buffers() == 0); // a growing workload keeps only its largest
+    }
+    CHECK(pool->free_buffers() == 1);
+    ScratchPool::Lease again = pool->acquire(64);
+    CHECK(again.get() == big_buffer);
 }
 
 TEST_CASE("the pool keeps its largest free buffers, no more than its limit", "[scratch]") {
