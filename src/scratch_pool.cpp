@@ -23,6 +23,7 @@ void ScratchPool::Lease::give_back() {
 
 ScratchPool::Lease ScratchPool::acquire(size_t bytes) {
     if (bytes == 0) return {};
+    std::vector<Lease::Buffer> dropped; // freed outside the lock
     {
         std::lock_guard<std::mutex> lock(mutex_);
         auto fits = std::find_if(free_.begin(), free_.end(), [&](const Lease::Buffer &b) { return b.bytes >= bytes; });
@@ -31,13 +32,10 @@ ScratchPool::Lease ScratchPool::acquire(size_t bytes) {
             free_.erase(fits);
             return Lease(shared_from_this(), std::move(buffer));
         }
-    }
-    // Free buffers too small for this call go: a workload that grows keeps
-    // only its largest, while calls in flight together keep one each.
-    std::vector<Lease::Buffer> dropped; // freed outside the lock
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        dropped.swap(free_); // every free one is smaller, or it would have been taken
+        // Every free buffer is too small for this call, and goes: a workload
+        // that grows keeps only its largest, while calls in flight together
+        // keep one each.
+        dropped.swap(free_);
     }
     // Not zeroed: every schedule writes its scratch before it reads it.
     Lease::Buffer buffer{std::unique_ptr<unsigned char[]>(new unsigned char[bytes]), bytes};
