@@ -10,8 +10,8 @@ int size_class(size_t bytes) {
 }
 
 int tuning_batch(double predicted_us) {
-    if (!(predicted_us > 0)) return 4;
-    return static_cast<int>(std::clamp(std::ceil(kTuningBatchUs / predicted_us), 1.0, 4.0));
+    if (!(predicted_us > 0)) return 8;
+    return static_cast<int>(std::clamp(std::ceil(kTuningBatchUs / predicted_us), 2.0, 8.0));
 }
 
 TuningEntry::TuningEntry(std::vector<const AlgorithmInfo *> candidates, int batch)

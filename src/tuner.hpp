@@ -54,10 +54,14 @@ int size_class(size_t bytes);
 // taken away for a while, a call that runs cold), so the fastest batch is
 // the one least disturbed: with the median of the batches instead, 14 of
 // 60 sizes of tools/selector-check missed, with the fastest 3 or 4. A
-// batch holds enough calls for about kTuningBatchUs of predicted time, 1
-// to 4 of them.
+// batch holds enough calls for about kTuningBatchUs of predicted time, 2
+// to 8 of them: with 1 to 4, a batch of a 4 MiB reduce-scatter was 2 calls
+// after its barrier, which charged the ring's start behind a barrier to too
+// few calls (the tuner chose direct, ccl-bench timed the ring 1.16-1.21x
+// faster), and tools/selector-check missed at 2 of 57 sizes per run
+// instead of 1.
 constexpr int kTuningRounds = 5;
-constexpr double kTuningBatchUs = 1000;
+constexpr double kTuningBatchUs = 4000;
 int tuning_batch(double predicted_us);
 
 // The tuning of one (collective, element size, size class). The issuing
