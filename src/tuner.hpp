@@ -48,13 +48,13 @@ int size_class(size_t bytes);
 // consecutive calls, the order turning by one each round. Every batch
 // starts with a barrier, as ccl-bench's timed calls do: without it, the
 // root of a broadcast ran ahead into the next batch, whose algorithm then
-// paid for the wait (the tree measured 0.75x the chain at 4 MiB, where
-// ccl-bench timed it 1.2x). A rank's figure for a batch is its calls'
-// mean time; its figure for a candidate is its fastest batch. Noise on a shared host only ever adds time (a core
-// taken away for a while, a call that runs cold), so the fastest batch is
-// the one least disturbed: with the median of the batches instead, 14 of
-// 60 sizes of tools/selector-check missed, with the fastest 3 or 4. A
-// batch holds enough calls for about kTuningBatchUs of predicted time, 2
+// paid for the wait (the tree measured 0.75x the chain's time at 4 MiB,
+// where ccl-bench timed it 1.2x the chain's). A rank's figure for a batch
+// is its calls' mean time; its figure for a candidate is its fastest
+// batch. Noise on a shared host only ever adds time (a core taken away for
+// a while, a call that runs cold), so the fastest batch is the one least
+// disturbed: with the median of the batches instead, 14 of 60 sizes of
+// tools/selector-check missed, with the fastest 3 or 4. A batch holds enough calls for about kTuningBatchUs of predicted time, 2
 // to 8 of them: with 1 to 4, a batch of a 4 MiB reduce-scatter was 2 calls
 // after its barrier, which charged the ring's start behind a barrier to too
 // few calls (the tuner chose direct, ccl-bench timed the ring 1.16-1.21x
