@@ -165,11 +165,13 @@ int explain_plans(const ExplainRequest &request) {
         } else {
             // Where the ranks would measure instead of trusting the model (src/tuner.hpp).
             std::string measured;
-            if (!forced && tunes && call_bytes(args) > 0)
-                for (const AlgorithmInfo *a : close_candidates(considered, kTuningWindow))
-                    measured += (measured.empty() ? "" : ", ") + std::string(a->name);
-            std::printf("  %s%s%s\n", chosen->name, forced ? " (NNPCCL_ALGO)" : "",
-                        measured.find(',') != std::string::npos ? (" (tuner measures " + measured + ")").c_str() : "");
+            if (!forced && tunes) {
+                const std::vector<const AlgorithmInfo *> close = close_candidates(considered, kTuningWindow);
+                for (size_t i = 0; close.size() > 1 && i < close.size(); ++i)
+                    measured += std::string(i == 0 ? " (tuner measures " : ", ") + close[i]->name;
+                if (!measured.empty()) measured += ")";
+            }
+            std::printf("  %s%s%s\n", chosen->name, forced ? " (NNPCCL_ALGO)" : "", measured.c_str());
         }
     }
     for (const auto &[name, why] : not_applying) std::printf("# %s does not apply: %s\n", name.c_str(), why.c_str());

@@ -282,7 +282,8 @@ int Bench::compare() {
     }
     const size_t selector = candidates.size(); // the communicator's own rules, after the forced ones
     const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->settings.algo_override;
-    auto comm_of = [&](size_t k) {
+    // Sets comm_ up for turn k (its forced algorithm, or the selector) and returns it.
+    auto comm_for_turn = [&](size_t k) {
         comm_->force_algorithms(k == selector ? own_rules : candidates[k].rules);
         return comm_;
     };
@@ -313,7 +314,7 @@ int Bench::compare() {
         // communicator usable.
         std::vector<bool> applies(selector + 1, true);
         for (size_t k = 0; k < selector; ++k) {
-            const nnpccl_result_t rc = call(comm_of(k), send, recv, sh);
+            const nnpccl_result_t rc = call(comm_for_turn(k), send, recv, sh);
             if (rc == NNPCCL_ERR_INVALID_USAGE) applies[k] = false;
             else if (rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
         }
@@ -322,14 +323,14 @@ int Bench::compare() {
             for (size_t turn = 0; turn <= selector; ++turn) {
                 const size_t k = (turn + static_cast<size_t>(round)) % (selector + 1);
                 if (applies[k])
-                    times[k].push_back(time_calls(comm_of(k), send, recv, sh, round == 0 ? o_.warmup : 0, o_.iters));
+                    times[k].push_back(time_calls(comm_for_turn(k), send, recv, sh, round == 0 ? o_.warmup : 0, o_.iters));
             }
         uint64_t row_wrong = 0; // over every algorithm
         if (o_.check)
             for (size_t k = 0; k <= selector; ++k) {
                 if (!applies[k]) continue;
                 Result checked;
-                check(comm_of(k), sh, &checked);
+                check(comm_for_turn(k), sh, &checked);
                 row_wrong += checked.wrong;
                 oob_total += checked.out_of_bounds;
             }
@@ -337,7 +338,7 @@ int Bench::compare() {
         if (rank_ != 0) continue; // rank 0 prints; the choice is the same on every rank
         // The selector's choice: the tuner's decision, made in its first
         // turn, or the model's where the tuner had nothing to measure.
-        comm_of(selector);
+        comm_for_turn(selector);
         std::string chosen;
         if (!comm_->algorithm_for(collective_call(sh, send, recv), &chosen)) fail("planning", NNPCCL_ERR_INTERNAL);
         std::vector<double> medians(selector + 1, 0);

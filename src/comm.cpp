@@ -299,20 +299,19 @@ ScheduleCache::Key cache_key(const CollectiveArgs &args, const AlgorithmInfo *al
 
 } // namespace
 
-Status nnpccl_comm::schedule_for(const CollectiveCall &call, std::shared_ptr<const Schedule> *out) {
-    const CollectiveArgs args = args_for(call);
+Status nnpccl_comm::schedule_for(const CollectiveArgs &args, std::shared_ptr<const Schedule> *out) {
     // A forced algorithm's plan is cached under its name, so that a
     // communicator whose forced algorithms change (ccl-bench --compare)
     // never runs another's plan.
     const std::string *forced =
-        settings.algo_override != nullptr ? settings.algo_override->pick(call.collective, call_bytes(args)) : nullptr;
+        settings.algo_override != nullptr ? settings.algo_override->pick(args.collective, call_bytes(args)) : nullptr;
     std::lock_guard<std::mutex> lock(plan_mutex);
     const ScheduleCache::Key key = cache_key(args, forced != nullptr ? find_algorithm(*forced) : nullptr);
     std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
     if (schedule == nullptr) {
         // Rank 0 logs each collective's choice once per power-of-two size.
         const bool log = rank == 0 && log_level() >= LogLevel::Info &&
-                         logged_plans.insert({static_cast<int>(call.collective), size_class(call_bytes(args))}).second;
+                         logged_plans.insert({static_cast<int>(args.collective), size_class(call_bytes(args))}).second;
         std::vector<Prediction> considered;
         std::string error;
         if (!plan_schedule(args, topology, plan_options(settings), &schedule, &error, log ? &considered : nullptr))
@@ -480,7 +479,7 @@ Status nnpccl_comm::start(const CollectiveCall &call, bool background, std::shar
     Choice choice;
     choose_plan(*this, args, &choice);
     std::shared_ptr<const Schedule> schedule;
-    if (!choice.tuned) NNPCCL_TRY(schedule_for(call, &schedule));
+    if (!choice.tuned) NNPCCL_TRY(schedule_for(args, &schedule));
     else if (choice.algorithm != nullptr) NNPCCL_TRY(schedule_with(*choice.algorithm, args, &schedule));
     if (choice.sync_before) {
         CollectiveCall barrier;
@@ -578,7 +577,7 @@ Status nnpccl_comm::algorithm_for(const CollectiveCall &call, std::string *name)
         }
     }
     std::shared_ptr<const Schedule> schedule;
-    NNPCCL_TRY(schedule_for(call, &schedule));
+    NNPCCL_TRY(schedule_for(args, &schedule));
     *name = schedule->algorithm;
     return Status::ok();
 }

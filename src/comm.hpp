@@ -95,7 +95,7 @@ struct nnpccl_comm {
     nnpccl::CollectiveArgs args_for(const nnpccl::CollectiveCall &call) const;
     // The schedule of the call by the model's (or NNPCCL_ALGO's) choice:
     // from the schedule cache, or planned and cached.
-    nnpccl::Status schedule_for(const nnpccl::CollectiveCall &call, std::shared_ptr<const nnpccl::Schedule> *out);
+    nnpccl::Status schedule_for(const nnpccl::CollectiveArgs &args, std::shared_ptr<const nnpccl::Schedule> *out);
     // The schedule of `args` by `algorithm`, cached alike.
     nnpccl::Status schedule_with(const nnpccl::AlgorithmInfo &algorithm, const nnpccl::CollectiveArgs &args,
                                  std::shared_ptr<const nnpccl::Schedule> *out);
