@@ -94,7 +94,11 @@ int explain_plans(const ExplainRequest &request) {
     const int p = topology.nranks();
     const size_t elem = datatype_size(request.datatype);
     PlanOptions options;
-    if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
+    if (!settings.planning.algorithms.empty() &&
+        !options.algo_override.parse(settings.planning.algorithms, &error, settings.planning.algorithms_source)) {
+        std::fprintf(stderr, "ccl-bench: %s\n", error.c_str());
+        return 2;
+    }
     const HostReduceSpeed &speed = host_reduce_speed();
     std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), options.costs.host_reduce_us_per_byte);
     // As if the ranks ran on this host, as ccl-bench --np runs them.
@@ -109,7 +113,7 @@ int explain_plans(const ExplainRequest &request) {
     args.rank = 0;
     args.root = request.root;
     args.elem_size = elem;
-    args.chunk_elems = std::max<size_t>(1, settings.chunk_bytes / elem);
+    args.chunk_elems = std::max<size_t>(1, settings.planning.chunk_bytes / elem);
     const bool blockwise = request.collective == Collective::ReduceScatter || request.collective == Collective::Allgather;
     const std::vector<size_t> sizes = sweep(request, elem * (blockwise ? static_cast<size_t>(p) : 1));
 
@@ -117,12 +121,12 @@ int explain_plans(const ExplainRequest &request) {
                 collective_name(request.collective), topology.name().c_str(), p);
     std::printf("# %s (%zu B), chunk %zu B, host reduction %.3g ns/B (%zu-byte sums), %.3g ranks per core, "
                 "NNPCCL_ALGO %s\n",
-                datatype_name(request.datatype), elem, settings.chunk_bytes,
+                datatype_name(request.datatype), elem, settings.planning.chunk_bytes,
                 options.costs.host_reduce_us(elem) * 1e3, elem, options.costs.host_ranks_per_core,
                 options.algo_override.empty() ? "unset" : "set");
     std::printf("# time in us, busbw in GB/s; * marks the choice; bound: the bus bytes at the slowest chip's "
                 "injection, %g GB/s\n", topology.min_injection_gbps());
-    const bool tunes = settings.tune && p > 1 && topology.machine().shape() == Shape::Flat;
+    const bool tunes = settings.tuning.enabled && p > 1 && topology.machine().shape() == Shape::Flat;
     if (tunes)
         std::printf("# on flat the ranks measure the algorithms predicted within %gx of the fastest at each size's "
                     "first calls and run the fastest measured (NNPCCL_TUNE=0: the model alone)\n",

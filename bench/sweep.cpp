@@ -281,7 +281,7 @@ int Bench::compare() {
         candidates.push_back({a.name, std::move(rules)});
     }
     const size_t selector = candidates.size(); // the communicator's own rules, after the forced ones
-    const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->settings.algo_override;
+    const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->forced;
     // Sets comm_ up for turn k (its forced algorithm, or the selector) and returns it.
     auto comm_for_turn = [&](size_t k) {
         comm_->force_algorithms(k == selector ? own_rules : candidates[k].rules);

@@ -39,7 +39,7 @@ Status emulate_links(nnpccl_comm &comm) {
         for (int b = 0; b < comm.nranks; ++b)
             if (a != b) model.path[static_cast<size_t>(a)][static_cast<size_t>(b)] = comm.topology.route(a, b).links;
     }
-    model.scale = comm.settings.emulate_scale;
+    model.scale = comm.settings.emulation.scale;
     NNPCCL_TRY(validate_emulation_model(model, comm.nranks));
     for (auto &inner : comm.transports) {
         comm.emulated.push_back(std::make_unique<EmulatedTransport>(inner.get(), comm.rank, model));
@@ -57,28 +57,28 @@ Status emulate_links(nnpccl_comm &comm) {
 // NNPCCL_TUNE. Ranks that used figures of their own could choose apart near
 // a crossover and then run different schedules.
 Status agree_on_host_costs(Bootstrap &bootstrap, int rank, double my_ranks_per_core, const Deadline &deadline,
-                           Settings *settings) {
+                           HostFacts *facts, TuningOptions *tuning) {
     std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
     if (rank == 0) {
         for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
-        mine += settings->tune ? "1" : "0";
+        mine += tuning->enabled ? "1" : "0";
     }
     std::vector<std::string> all;
     NNPCCL_TRY(bootstrap.allgather(mine, deadline, &all));
-    settings->ranks_per_core = 1;
+    facts->ranks_per_core = 1;
     const char *text = nullptr; // rank 0's reduction speeds, after its ranks per core
     for (const std::string &entry : all) {
         char *end = nullptr;
-        settings->ranks_per_core = std::max(settings->ranks_per_core, std::strtod(entry.c_str(), &end));
+        facts->ranks_per_core = std::max(facts->ranks_per_core, std::strtod(entry.c_str(), &end));
         if (text == nullptr) text = end;
     }
-    for (double &v : settings->reduce_us_per_byte) {
+    for (double &v : facts->reduce_us_per_byte) {
         char *end = nullptr;
         v = std::strtod(text, &end);
         if (end == text || !(v >= 0)) return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
         text = end;
     }
-    settings->tune = std::strtol(text, nullptr, 10) == 1;
+    tuning->enabled = std::strtol(text, nullptr, 10) == 1;
     return Status::ok();
 }
 
@@ -96,6 +96,16 @@ void log_plan(const CollectiveArgs &args, const Schedule &chosen, const std::vec
 
 } // namespace
 
+Status nnpccl::parse_forced_algorithms(const PlanningOptions &planning, std::shared_ptr<const AlgoOverride> *out) {
+    out->reset();
+    if (planning.algorithms.empty()) return Status::ok();
+    auto rules = std::make_shared<AlgoOverride>();
+    std::string error;
+    if (!rules->parse(planning.algorithms, &error, planning.algorithms_source)) return invalid_argument("%s", error.c_str());
+    *out = std::move(rules);
+    return Status::ok();
+}
+
 std::vector<Transport *> nnpccl_comm::active_transports() const {
     std::vector<Transport *> out;
     for (const auto &t : emulated.empty() ? transports : emulated) out.push_back(t.get());
@@ -109,7 +119,8 @@ Status nnpccl_comm::prepare(int nranks, int rank, const nnpccl_config_t *config,
     NNPCCL_TRY(resolve_settings(config, &comm->settings));
     // A message carries a whole chunk of data and, first to each peer in an
     // operation, the operation's descriptor.
-    comm->settings.message_bytes = comm->settings.chunk_bytes + kDescriptorBytes;
+    comm->message_bytes = comm->settings.planning.chunk_bytes + kDescriptorBytes;
+    NNPCCL_TRY(parse_forced_algorithms(comm->settings.planning, &comm->forced));
     set_log_rank(rank);
     *out = std::move(comm);
     return Status::ok();
@@ -153,8 +164,8 @@ Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
     for (size_t i = 0; i < local.size(); ++i)
         if (local[i] == rank) local_index = static_cast<int>(i);
     NNPCCL_TRY(place_local_rank(comm->settings.pin, local_index, static_cast<int>(local.size()), &placement));
-    if (placement.numa_nodes > 1) comm->settings.numa_node = placement.numa_node;
-    comm->settings.nic_hint = placement.nic;
+    if (placement.numa_nodes > 1) comm->facts.numa_node = placement.numa_node;
+    comm->facts.nic_hint = placement.nic;
     const TransportMode tm = comm->settings.transport;
     if (tm == TransportMode::Shm && any_remote)
         return invalid_usage("NNPCCL_TRANSPORT=shm, but the ranks run on more than one host (rank %d on %s, rank 0 on "
@@ -162,11 +173,12 @@ Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
                              rank, my_host.c_str(), hosts[0].c_str());
 
     std::string topo_error;
-    if (!load_topology(comm->settings.topology, nranks, &comm->topology, &topo_error))
-        return invalid_argument("NNPCCL_TOPO=%s: %s", comm->settings.topology.c_str(), topo_error.c_str());
+    if (!load_topology(comm->settings.planning.topology, nranks, &comm->topology, &topo_error))
+        return invalid_argument("NNPCCL_TOPO=%s: %s", comm->settings.planning.topology.c_str(), topo_error.c_str());
     const double ranks_per_core =
         placement.cores > 0 ? static_cast<double>(local.size()) / placement.cores : 1.0;
-    NNPCCL_TRY(agree_on_host_costs(*comm->bootstrap, rank, ranks_per_core, deadline, &comm->settings));
+    NNPCCL_TRY(agree_on_host_costs(*comm->bootstrap, rank, ranks_per_core, deadline, &comm->facts,
+                                   &comm->settings.tuning));
     comm->route.assign(static_cast<size_t>(nranks), nullptr);
     // Streams per peer: as many as the algorithm with the most channels needs.
     const int channels = max_schedule_channels(comm->topology);
@@ -175,13 +187,15 @@ Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
     Transport *ofi_transport = nullptr;
     if (tm != TransportMode::Ofi && any_host_shared) {
         std::unique_ptr<ShmTransport> shm;
-        NNPCCL_TRY(ShmTransport::create(*comm->bootstrap, local, channels, comm->settings, deadline, &shm));
+        NNPCCL_TRY(ShmTransport::create(*comm->bootstrap, local, channels, comm->settings.shm, comm->message_bytes,
+                                        comm->facts.numa_node, deadline, &shm));
         shm_transport = shm.get();
         comm->transports.push_back(std::move(shm));
     }
     if (tm == TransportMode::Ofi || any_remote) {
         std::unique_ptr<OfiTransport> ofi;
-        NNPCCL_TRY(OfiTransport::create(*comm->bootstrap, channels, comm->settings, deadline, &ofi));
+        NNPCCL_TRY(OfiTransport::create(*comm->bootstrap, channels, comm->settings.ofi, comm->message_bytes,
+                                        comm->facts.nic_hint, deadline, &ofi));
         ofi_transport = ofi.get();
         comm->transports.push_back(std::move(ofi));
     }
@@ -198,10 +212,11 @@ Status build(nnpccl_comm *comm, const UniqueId &id, const StopSignal *stop) {
     if (!over_ofi.empty())
         LOG_INFO("rank %d reaches rank(s) %s over ofi (%s)", rank, over_ofi.c_str(),
                  static_cast<OfiTransport *>(ofi_transport)->description().c_str());
-    if (comm->settings.emulate_links) NNPCCL_TRY(emulate_links(*comm));
+    if (comm->settings.emulation.links) NNPCCL_TRY(emulate_links(*comm));
     std::vector<Transport *> transports = comm->active_transports();
-    comm->reduce_scratch.assign(comm->settings.chunk_bytes, 0);
-    comm->engine = std::make_unique<Engine>(transports, comm->settings, static_cast<int>(local.size()));
+    comm->reduce_scratch.assign(comm->settings.planning.chunk_bytes, 0);
+    comm->engine = std::make_unique<Engine>(transports, comm->settings.timeout_sec, comm->settings.spin_us,
+                                            static_cast<int>(local.size()));
     Bootstrap *bootstrap = comm->bootstrap.get();
     comm->engine->set_job_check([bootstrap] { return bootstrap->check_job(); });
     comm->engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
@@ -277,19 +292,19 @@ CollectiveArgs nnpccl_comm::args_for(const CollectiveCall &call) const {
     args.in_place = is_in_place(call, rank);
     args.rank = rank;
     args.nranks = nranks;
-    args.chunk_elems = std::max<size_t>(1, settings.chunk_bytes / std::max<size_t>(1, elem));
+    args.chunk_elems = std::max<size_t>(1, settings.planning.chunk_bytes / std::max<size_t>(1, elem));
     args.elem_size = elem;
     return args;
 }
 
 namespace {
 
-PlanOptions plan_options(const Settings &settings) {
+PlanOptions plan_options(const nnpccl_comm &comm) {
     PlanOptions options;
-    if (settings.algo_override != nullptr) options.algo_override = *settings.algo_override;
-    std::copy(settings.reduce_us_per_byte.begin(), settings.reduce_us_per_byte.end(),
+    if (comm.forced != nullptr) options.algo_override = *comm.forced;
+    std::copy(comm.facts.reduce_us_per_byte.begin(), comm.facts.reduce_us_per_byte.end(),
               options.costs.host_reduce_us_per_byte);
-    options.costs.host_ranks_per_core = settings.ranks_per_core;
+    options.costs.host_ranks_per_core = comm.facts.ranks_per_core;
     return options;
 }
 
@@ -303,10 +318,9 @@ Status nnpccl_comm::schedule_for(const CollectiveArgs &args, std::shared_ptr<con
     // A forced algorithm's plan is cached under its name, so that a
     // communicator whose forced algorithms change (ccl-bench --compare)
     // never runs another's plan.
-    const std::string *forced =
-        settings.algo_override != nullptr ? settings.algo_override->pick(args.collective, call_bytes(args)) : nullptr;
+    const std::string *forced_name = forced != nullptr ? forced->pick(args.collective, call_bytes(args)) : nullptr;
     std::lock_guard<std::mutex> lock(plan_mutex);
-    const ScheduleCache::Key key = cache_key(args, forced != nullptr ? find_algorithm(*forced) : nullptr);
+    const ScheduleCache::Key key = cache_key(args, forced_name != nullptr ? find_algorithm(*forced_name) : nullptr);
     std::shared_ptr<const Schedule> schedule = schedule_cache.find(key);
     if (schedule == nullptr) {
         // Rank 0 logs each collective's choice once per power-of-two size.
@@ -314,7 +328,7 @@ Status nnpccl_comm::schedule_for(const CollectiveArgs &args, std::shared_ptr<con
                          logged_plans.insert({static_cast<int>(args.collective), size_class(call_bytes(args))}).second;
         std::vector<Prediction> considered;
         std::string error;
-        if (!plan_schedule(args, topology, plan_options(settings), &schedule, &error, log ? &considered : nullptr))
+        if (!plan_schedule(args, topology, plan_options(*this), &schedule, &error, log ? &considered : nullptr))
             return invalid_usage("%s", error.c_str());
         if (log) log_plan(args, *schedule, considered);
         schedule_cache.insert(key, schedule);
@@ -358,11 +372,10 @@ struct Choice {
 // tuning is on, the call is a collective with a choice, the topology is the
 // host itself (not a simulated machine), and NNPCCL_ALGO forces nothing.
 bool may_tune(const nnpccl_comm &comm, const CollectiveArgs &args) {
-    const Settings &s = comm.settings;
-    if (!s.tune || comm.nranks <= 1 || is_point_to_point(args.collective) || args.collective == Collective::Barrier ||
+    if (!comm.settings.tuning.enabled || comm.nranks <= 1 || is_point_to_point(args.collective) || args.collective == Collective::Barrier ||
         comm.topology.machine().shape() != Shape::Flat)
         return false;
-    return s.algo_override == nullptr || s.algo_override->pick(args.collective, call_bytes(args)) == nullptr;
+    return comm.forced == nullptr || comm.forced->pick(args.collective, call_bytes(args)) == nullptr;
 }
 
 // INFO: which algorithms the tuner measures for a size class, and the model's figures.
@@ -391,11 +404,10 @@ void log_decision(const CollectiveArgs &args, const TuningEntry &entry, const st
 // only one algorithm close to its fastest.
 std::shared_ptr<TuningEntry> tuning_entry(nnpccl_comm &comm, const CollectiveArgs &args) {
     if (!may_tune(comm, args) || comm.next_sequence < kTuningAfterCalls) return nullptr;
-    const Settings &s = comm.settings;
     const Tuner::Key key = Tuner::key_for(args);
     std::shared_ptr<TuningEntry> entry = comm.tuner.find(key);
     if (entry == nullptr && !comm.tuner.model_decides(key)) {
-        const std::vector<Prediction> predictions = predict_all(args, comm.topology, plan_options(s).costs);
+        const std::vector<Prediction> predictions = predict_all(args, comm.topology, plan_options(comm).costs);
         entry = comm.tuner.add(key, predictions);
         if (entry != nullptr && comm.rank == 0 && log_level() >= LogLevel::Info) log_tuning(args, *entry, predictions);
     }
@@ -540,7 +552,7 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
     // been timed; planned by the model alone, whatever NNPCCL_ALGO forces
     // (and read here, on the issuing thread, which may change those).
     PlanOptions options;
-    options.costs = plan_options(settings).costs;
+    options.costs = plan_options(*this).costs;
     op->prepare = [this, args, buffers, numbers, tuning, options](Operation &self) {
         const std::vector<double> mine = tuning->figures();
         for (size_t k = 0; k < mine.size(); ++k) {

@@ -2,6 +2,7 @@
 // machine model it plans on, its schedule cache and its progress engine.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -23,6 +24,19 @@
 
 namespace nnpccl {
 
+// What init finds out about the hosts, the same on every rank where the
+// planner reads it (agree_on_host_costs).
+struct HostFacts {
+    int numa_node = -1;   // the rank's NUMA node, for its shm queues (-1: leave to the kernel)
+    std::string nic_hint; // the NIC nearest the rank, for ofi when NNPCCL_SOCKET_IFNAME is unset
+    // The planner's γ: µs per byte a host sum takes, by element size 1, 2,
+    // 4, 8 (reduce.hpp); rank 0's measurement, so every rank plans alike.
+    std::array<double, 4> reduce_us_per_byte{};
+    // Ranks per core on the most crowded host of the communicator (at
+    // least 1); the planner's lockstep term (cost_model.cpp).
+    double ranks_per_core = 1;
+};
+
 // One collective call as the C API received it.
 struct CollectiveCall {
     Collective collective = Collective::Allreduce;
@@ -40,6 +54,10 @@ struct nnpccl_comm {
     int rank = 0;
     int nranks = 1;
     nnpccl::Settings settings;
+    nnpccl::HostFacts facts; // found at init
+    // The algorithms NNPCCL_ALGO (or config->algorithms) forces; null when none.
+    std::shared_ptr<const nnpccl::AlgoOverride> forced;
+    size_t message_bytes = 0; // a transport slot: a chunk and the descriptor ahead of it
     std::unique_ptr<nnpccl::Bootstrap> bootstrap;
     std::vector<std::unique_ptr<nnpccl::Transport>> transports;
     // With link emulation, a decorator over each transport; destroyed first.
@@ -107,7 +125,7 @@ struct nnpccl_comm {
     // between calls, on every rank alike: for tools that run several
     // algorithms on one communicator (ccl-bench --compare).
     void force_algorithms(std::shared_ptr<const nnpccl::AlgoOverride> rules) {
-        settings.algo_override = std::move(rules);
+        forced = std::move(rules);
     }
     // How many more calls like `call` the tuner will spend measuring
     // before it has decided (an upper bound while the communicator is in
@@ -134,6 +152,10 @@ struct nnpccl_comm {
 };
 
 namespace nnpccl {
+
+// The algorithms `planning` forces (NNPCCL_ALGO's syntax); null when none.
+// A bad token is an invalid argument naming it and where it came from.
+Status parse_forced_algorithms(const PlanningOptions &planning, std::shared_ptr<const AlgoOverride> *out);
 
 // Rank, size and root address from a launcher's environment.
 struct LaunchEnv {

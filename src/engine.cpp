@@ -22,14 +22,14 @@ constexpr int kYieldPhaseUs = 200;
 
 } // namespace
 
-Engine::Engine(std::vector<Transport *> transports, const Settings &settings, int local_ranks)
-    : transports_(std::move(transports)), settings_(settings) {
+Engine::Engine(std::vector<Transport *> transports, int timeout_sec, int spin_us, int local_ranks)
+    : transports_(std::move(transports)), timeout_sec_(timeout_sec) {
     // Spinning only pays when every local rank has a core; then spin as long
     // as the slowest transport usually takes to answer.
     int cores = static_cast<int>(std::thread::hardware_concurrency());
     int hint = 0;
     for (Transport *t : transports_) hint = std::max(hint, t->spin_hint_us());
-    spin_us_ = settings.spin_us >= 0 ? settings.spin_us : (local_ranks <= cores ? hint : 0);
+    spin_us_ = spin_us >= 0 ? spin_us : (local_ranks <= cores ? hint : 0);
 }
 
 Engine::~Engine() {
@@ -196,9 +196,9 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
             fail_locked_queue(Status(peers.code(), op.description + ": " + peers.message()));
             return false;
         }
-        if (now - idle_since >= std::chrono::seconds(settings_.timeout_sec)) {
+        if (now - idle_since >= std::chrono::seconds(timeout_sec_)) {
             fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s",
-                                            op.description.c_str(), settings_.timeout_sec,
+                                            op.description.c_str(), timeout_sec_,
                                             op.run != nullptr ? op.run->blocked_on().c_str() : "its turn"));
             return false;
         }

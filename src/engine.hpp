@@ -82,7 +82,7 @@ struct Operation {
 
 class Engine {
 public:
-    Engine(std::vector<Transport *> transports, const Settings &settings, int local_ranks);
+    Engine(std::vector<Transport *> transports, int timeout_sec, int spin_us, int local_ranks);
     ~Engine();
     Engine(const Engine &) = delete;
     Engine &operator=(const Engine &) = delete;
@@ -127,7 +127,7 @@ private:
     std::vector<Transport *> transports_;
     std::function<Status()> job_check_;
     std::function<void(const Status &)> failure_hook_;
-    Settings settings_;
+    int timeout_sec_;
     int spin_us_;
 
     mutable std::mutex queue_mutex_;

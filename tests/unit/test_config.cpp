@@ -41,7 +41,7 @@ TEST_CASE("settings come from the config struct, then the environment, then defa
         ScopedEnv c("NNPCCL_CHUNK_SIZE", "64K");
         REQUIRE(resolve_settings(nullptr, &s).is_ok());
         CHECK(s.timeout_sec == 7);
-        CHECK(s.chunk_bytes == 64 * 1024);
+        CHECK(s.planning.chunk_bytes == 64 * 1024);
         nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
         cfg.timeout_sec = 9;
         REQUIRE(resolve_settings(&cfg, &s).is_ok());
@@ -60,10 +60,10 @@ TEST_CASE("settings come from the config struct, then the environment, then defa
     {
         Settings fresh;
         REQUIRE(resolve_settings(nullptr, &fresh).is_ok());
-        CHECK(fresh.ofi_send_in_place == 1);
+        CHECK(fresh.ofi.send_in_place);
         ScopedEnv off("NNPCCL_OFI_SEND_IN_PLACE", "0");
         REQUIRE(resolve_settings(nullptr, &fresh).is_ok());
-        CHECK(fresh.ofi_send_in_place == 0);
+        CHECK_FALSE(fresh.ofi.send_in_place);
     }
     {
         ScopedEnv junk("NNPCCL_OFI_SEND_IN_PLACE", "yes");

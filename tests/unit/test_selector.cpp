@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "comm.hpp"
 #include "config.hpp"
 #include "planner.hpp"
 #include "reduce.hpp"
@@ -213,40 +214,47 @@ TEST_CASE("a forced algorithm that does not apply is an error naming it and why"
     CHECK(schedule->channels.size() == kTorus2dChannels);
 }
 
-TEST_CASE("NNPCCL_ALGO is parsed at init: a bad token is an invalid argument naming it", "[selector][algo][config]") {
+// What init does with the settings' forced algorithms.
+Status forced_by(const nnpccl_config_t *config, std::shared_ptr<const AlgoOverride> *rules) {
     Settings s;
+    NNPCCL_TRY(resolve_settings(config, &s));
+    return parse_forced_algorithms(s.planning, rules);
+}
+
+TEST_CASE("NNPCCL_ALGO is parsed at init: a bad token is an invalid argument naming it", "[selector][algo][config]") {
+    std::shared_ptr<const AlgoOverride> rules;
     {
         ScopedEnv algo("NNPCCL_ALGO", "allreduce:ring;broadcast:torus2d");
-        const Status st = resolve_settings(nullptr, &s);
+        const Status st = forced_by(nullptr, &rules);
         CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
         CHECK_THAT(st.message(), Catch::Contains("'torus2d' at character 26 does not serve broadcast"));
     }
     {
         ScopedEnv algo("NNPCCL_ALGO", "allreduce:direct:0-8K");
-        REQUIRE(resolve_settings(nullptr, &s).is_ok());
-        REQUIRE(s.algo_override != nullptr);
-        CHECK(*s.algo_override->pick(Collective::Allreduce, 100) == "direct");
+        REQUIRE(forced_by(nullptr, &rules).is_ok());
+        REQUIRE(rules != nullptr);
+        CHECK(*rules->pick(Collective::Allreduce, 100) == "direct");
     }
-    REQUIRE(resolve_settings(nullptr, &s).is_ok());
-    CHECK(s.algo_override == nullptr);
+    REQUIRE(forced_by(nullptr, &rules).is_ok());
+    CHECK(rules == nullptr);
 }
 
 TEST_CASE("config->algorithms forces algorithms for one communicator, over NNPCCL_ALGO", "[selector][algo][config]") {
-    Settings s;
+    std::shared_ptr<const AlgoOverride> rules;
     ScopedEnv algo("NNPCCL_ALGO", "allreduce:direct");
     nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
-    REQUIRE(resolve_settings(&cfg, &s).is_ok()); // NULL: the environment's
-    REQUIRE(s.algo_override != nullptr);
-    CHECK(*s.algo_override->pick(Collective::Allreduce, 100) == "direct");
+    REQUIRE(forced_by(&cfg, &rules).is_ok()); // NULL: the environment's
+    REQUIRE(rules != nullptr);
+    CHECK(*rules->pick(Collective::Allreduce, 100) == "direct");
     cfg.algorithms = "allreduce:ring:0-8K";
-    REQUIRE(resolve_settings(&cfg, &s).is_ok());
-    CHECK(*s.algo_override->pick(Collective::Allreduce, 100) == "ring");
-    CHECK(s.algo_override->pick(Collective::Allreduce, 8192) == nullptr);
+    REQUIRE(forced_by(&cfg, &rules).is_ok());
+    CHECK(*rules->pick(Collective::Allreduce, 100) == "ring");
+    CHECK(rules->pick(Collective::Allreduce, 8192) == nullptr);
     cfg.algorithms = ""; // nothing forced, whatever the environment says
-    REQUIRE(resolve_settings(&cfg, &s).is_ok());
-    CHECK(s.algo_override == nullptr);
+    REQUIRE(forced_by(&cfg, &rules).is_ok());
+    CHECK(rules == nullptr);
     cfg.algorithms = "allreduce:rnig";
-    const Status st = resolve_settings(&cfg, &s);
+    const Status st = forced_by(&cfg, &rules);
     CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
     CHECK_THAT(st.message(), Catch::StartsWith("config->algorithms: unknown algorithm 'rnig'"));
 }

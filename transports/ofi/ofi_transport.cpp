@@ -270,14 +270,15 @@ OfiTransport::~OfiTransport() = default;
 size_t OfiTransport::max_message_bytes() const { return impl_->slot_bytes; }
 const std::string &OfiTransport::description() const { return impl_->description; }
 
-Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &settings, const Deadline &deadline,
+Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+                            const std::string &nic_hint, const Deadline &deadline,
                             std::unique_ptr<OfiTransport> *out) {
     auto impl = std::make_unique<Impl>();
     impl->rank = bootstrap.rank();
     impl->nranks = bootstrap.nranks();
     impl->channels = channels;
-    impl->slots = settings.shm_slots;
-    impl->slot_bytes = settings.message_bytes;
+    impl->slots = options.slots;
+    impl->slot_bytes = message_bytes;
     if (impl->nranks >= (1 << 16) || channels > (1 << kChannelBits))
         return invalid_usage("ofi: tags hold at most 65535 ranks and 16 channels");
 
@@ -318,7 +319,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &
         const char *dom = i->domain_attr->name != nullptr ? i->domain_attr->name : "";
         int s = 0;
         if (!ifname.empty() && std::strcmp(dom, ifname.c_str()) == 0) s += 8;
-        if (ifname.empty() && !settings.nic_hint.empty() && settings.nic_hint == dom) s += 1; // the rank's nearest NIC
+        if (ifname.empty() && !nic_hint.empty() && nic_hint == dom) s += 1; // the rank's nearest NIC
         if (provider.empty() && std::strcmp(prov, "net") == 0) s += 5;
         if (provider.empty() && std::strncmp(prov, "tcp", 3) == 0) s += 4;
         if (!is_loopback_domain(i)) s += 2;
@@ -331,7 +332,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const Settings &
     impl->description = format("%s on %s", chosen->fabric_attr->prov_name, chosen->domain_attr->name);
     impl->mr_mode = chosen->domain_attr->mr_mode;
     impl->inject_size = chosen->tx_attr != nullptr ? chosen->tx_attr->inject_size : 0;
-    impl->in_place = settings.ofi_send_in_place != 0 && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
+    impl->in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
                      chosen->tx_attr->iov_limit >= 2;
 
     rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);

@@ -41,7 +41,8 @@ class Bootstrap;
 class OfiTransport final : public Transport {
 public:
     // Collective over the bootstrap: every rank of the communicator calls it.
-    static Status create(Bootstrap &bootstrap, int channels, const Settings &settings, const Deadline &deadline,
+    static Status create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+                         const std::string &nic_hint, const Deadline &deadline,
                          std::unique_ptr<OfiTransport> *out);
     ~OfiTransport() override;
 

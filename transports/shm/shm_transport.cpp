@@ -79,13 +79,14 @@ ShmTransport::Queue *ShmTransport::queue(int owner, int sender, int channel) con
 }
 
 Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_peers, int channels,
-                            const Settings &settings, const Deadline &deadline, std::unique_ptr<ShmTransport> *out) {
+                            const ShmOptions &options, size_t message_bytes, int numa_node, const Deadline &deadline,
+                            std::unique_ptr<ShmTransport> *out) {
     std::unique_ptr<ShmTransport> t(new ShmTransport());
     t->rank_ = bootstrap.rank();
     t->nranks_ = bootstrap.nranks();
     t->channels_ = channels;
-    t->slots_ = settings.shm_slots;
-    t->slot_bytes_ = settings.message_bytes;
+    t->slots_ = options.slots;
+    t->slot_bytes_ = message_bytes;
     t->queue_stride_ = round_up(queue_data_offset(t->slots_) + static_cast<size_t>(t->slots_) * t->slot_bytes_, kPage);
     t->segment_bytes_ = segment_header_bytes() + static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels) * t->queue_stride_;
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
@@ -110,12 +111,12 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         close(fd);
         return st;
     }
-    if (settings.numa_node >= 0 && settings.numa_node < 64) {
+    if (numa_node >= 0 && numa_node < 64) {
         // Peers write these pages, and first touch would put them on the
         // writer's node: ask for the reader's (this rank's) node instead.
-        unsigned long mask = 1ul << settings.numa_node;
+        unsigned long mask = 1ul << numa_node;
         if (syscall(SYS_mbind, mem, t->segment_bytes_, 1 /* MPOL_PREFERRED */, &mask, 64, 0) != 0)
-            LOG_INFO("shm: could not prefer NUMA node %d for the segment: %s", settings.numa_node, std::strerror(errno));
+            LOG_INFO("shm: could not prefer NUMA node %d for the segment: %s", numa_node, std::strerror(errno));
     }
     auto *seg = static_cast<Segment *>(mem);
     seg->magic = kSegmentMagic;

@@ -38,7 +38,8 @@ public:
     // `local_peers` are the ranks on this host (this rank included) that the
     // transport serves.
     static Status create(Bootstrap &bootstrap, const std::vector<int> &local_peers, int channels,
-                         const Settings &settings, const Deadline &deadline, std::unique_ptr<ShmTransport> *out);
+                         const ShmOptions &options, size_t message_bytes, int numa_node, const Deadline &deadline,
+                         std::unique_ptr<ShmTransport> *out);
     ~ShmTransport() override;
 
     const char *name() const override { return "shm"; }

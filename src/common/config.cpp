@@ -4,8 +4,6 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "algo_override.hpp"
-
 namespace nnpccl {
 
 std::optional<size_t> parse_size(const std::string &text) {
@@ -43,20 +41,6 @@ Status env_int(const char *name, int min, int max, int *out) {
     return Status::ok();
 }
 
-// Forced algorithms from `source` (NNPCCL_ALGO or the config); "" forces
-// none. A bad token is an invalid argument naming it and where it is.
-Status parse_algorithms(const std::string &spec, const char *source, std::shared_ptr<const AlgoOverride> *out) {
-    if (spec.empty()) {
-        out->reset();
-        return Status::ok();
-    }
-    auto rules = std::make_shared<AlgoOverride>();
-    std::string error;
-    if (!rules->parse(spec, &error, source)) return invalid_argument("%s", error.c_str());
-    *out = std::move(rules);
-    return Status::ok();
-}
-
 constexpr size_t kMinChunk = 4096;
 constexpr size_t kMaxChunk = size_t{64} << 20;
 
@@ -65,36 +49,39 @@ constexpr size_t kMaxChunk = size_t{64} << 20;
 Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     Settings s;
     NNPCCL_TRY(env_int("NNPCCL_TIMEOUT", 1, 86400 * 365, &s.timeout_sec));
-    NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm_slots));
+    NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm.slots));
+    s.ofi.slots = s.shm.slots;
     NNPCCL_TRY(env_int("NNPCCL_SPIN_US", 0, 1000000, &s.spin_us));
-    NNPCCL_TRY(env_int("NNPCCL_OFI_SEND_IN_PLACE", 0, 1, &s.ofi_send_in_place));
+    int send_in_place = 1;
+    NNPCCL_TRY(env_int("NNPCCL_OFI_SEND_IN_PLACE", 0, 1, &send_in_place));
+    s.ofi.send_in_place = send_in_place == 1;
     std::string transport = env_string("NNPCCL_TRANSPORT");
     if (transport == "shm") s.transport = TransportMode::Shm;
     else if (transport == "ofi") s.transport = TransportMode::Ofi;
     else if (!transport.empty() && transport != "auto")
         return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm or ofi", transport.c_str());
-    s.topology = env_string("NNPCCL_TOPO");
+    s.planning.topology = env_string("NNPCCL_TOPO");
     s.pin = env_string("NNPCCL_PIN");
     int emulate = 0;
     NNPCCL_TRY(env_int("NNPCCL_EMULATE_LINKS", 0, 1, &emulate));
-    s.emulate_links = emulate == 1;
+    s.emulation.links = emulate == 1;
     int tune = 1;
     NNPCCL_TRY(env_int("NNPCCL_TUNE", 0, 1, &tune));
-    s.tune = tune == 1;
+    s.tuning.enabled = tune == 1;
     std::string scale = env_string("NNPCCL_EMULATE_SCALE");
     if (!scale.empty()) {
         char *end = nullptr;
-        s.emulate_scale = std::strtod(scale.c_str(), &end);
-        if (*end != '\0' || !(s.emulate_scale >= 1e-3 && s.emulate_scale <= 1e6))
+        s.emulation.scale = std::strtod(scale.c_str(), &end);
+        if (*end != '\0' || !(s.emulation.scale >= 1e-3 && s.emulation.scale <= 1e6))
             return invalid_argument("NNPCCL_EMULATE_SCALE=%s is not a number from 0.001 to 1e6", scale.c_str());
     }
-    NNPCCL_TRY(parse_algorithms(env_string("NNPCCL_ALGO"), "NNPCCL_ALGO", &s.algo_override));
+    s.planning.algorithms = env_string("NNPCCL_ALGO");
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {
         auto bytes = parse_size(chunk);
         if (!bytes || *bytes < kMinChunk || *bytes > kMaxChunk)
             return invalid_argument("NNPCCL_CHUNK_SIZE=%s is not a size from 4K to 64M", chunk.c_str());
-        s.chunk_bytes = *bytes;
+        s.planning.chunk_bytes = *bytes;
     }
     if (config != nullptr) {
         // Fields beyond the caller's struct_size are unknown to it: leave them at their defaults.
@@ -108,7 +95,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
         if (config->chunk_bytes != 0) {
             if (config->chunk_bytes < kMinChunk || config->chunk_bytes > kMaxChunk)
                 return invalid_argument("config->chunk_bytes=%zu is not from 4096 to 64M", config->chunk_bytes);
-            s.chunk_bytes = config->chunk_bytes;
+            s.planning.chunk_bytes = config->chunk_bytes;
         }
         if (config->blocking != 0 && config->blocking != 1)
             return invalid_argument("config->blocking=%d is not 0 (init returns at once) or 1 (init returns when "
@@ -116,10 +103,12 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
                                     config->blocking);
         s.blocking = config->blocking == 1;
         if (config->struct_size >= offsetof(nnpccl_config_t, algorithms) + sizeof(config->algorithms) &&
-            config->algorithms != nullptr)
-            NNPCCL_TRY(parse_algorithms(config->algorithms, "config->algorithms", &s.algo_override));
+            config->algorithms != nullptr) {
+            s.planning.algorithms = config->algorithms;
+            s.planning.algorithms_source = "config->algorithms";
+        }
     }
-    s.chunk_bytes &= ~size_t{63}; // keeps every slot cache-line aligned
+    s.planning.chunk_bytes &= ~size_t{63}; // keeps every slot cache-line aligned
     *out = s;
     return Status::ok();
 }

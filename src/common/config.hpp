@@ -1,0 +1,67 @@
+// Runtime settings, resolved once per communicator from the caller's
+// nnpccl_config_t, then the environment, then the defaults. Every variable
+// nnpccl reads is listed here (the README's table mirrors it).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "nnpccl.h"
+#include "status.hpp"
+
+namespace nnpccl {
+
+enum class TransportMode { Auto, Shm, Ofi };
+
+// Each layer's options, as the user set them. What init finds out about the
+// host is apart, in HostFacts (src/init.hpp).
+struct ShmOptions {
+    int slots = 8; // NNPCCL_SHM_SLOTS: slots per queue (pipelining depth)
+};
+struct OfiOptions {
+    int slots = 8;             // NNPCCL_SHM_SLOTS too: receives posted per stream
+    bool send_in_place = true; // NNPCCL_OFI_SEND_IN_PLACE=0 copies every message into a registered slot
+};
+struct PlanningOptions {
+    size_t chunk_bytes = 512 * 1024; // NNPCCL_CHUNK_SIZE: pipelining unit (data per message)
+    std::string topology;            // NNPCCL_TOPO: a preset name or a topology file; empty = flat
+    // NNPCCL_ALGO's syntax (algorithms/algo_override.hpp), unparsed: the
+    // algorithms layer parses it when the communicator is made. `source`
+    // names where it came from, for its error messages.
+    std::string algorithms;
+    std::string algorithms_source = "NNPCCL_ALGO";
+};
+struct TuningOptions {
+    bool enabled = true; // NNPCCL_TUNE=0: no measured tuning (src/tuner.hpp); rank 0's counts
+};
+struct LinkEmulation {
+    bool links = false; // NNPCCL_EMULATE_LINKS=1: pace traffic to the topology's links
+    double scale = 1.0; // NNPCCL_EMULATE_SCALE: emulated time runs this many times slower
+};
+
+struct Settings {
+    TransportMode transport = TransportMode::Auto; // NNPCCL_TRANSPORT: auto (shm within a host, ofi across), shm, ofi
+    int timeout_sec = 300; // NNPCCL_TIMEOUT: deadline of every wait on a peer
+    int spin_us = -1;      // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
+    std::string pin;       // NNPCCL_PIN: auto (default), off, or a CPU list
+    bool blocking = true;  // config->blocking only: false = init builds the communicator in the background
+    ShmOptions shm;
+    OfiOptions ofi;
+    PlanningOptions planning;
+    TuningOptions tuning;
+    LinkEmulation emulation;
+};
+
+// Parses "4096", "512K", "4M", "1G" (powers of 1024). Returns nullopt on
+// anything else, including overflow.
+std::optional<size_t> parse_size(const std::string &text);
+
+// Resolves the settings; a malformed config or environment value is an
+// invalid-argument error naming the variable.
+Status resolve_settings(const nnpccl_config_t *config, Settings *out);
+
+// The value of an environment variable, or "" when unset.
+std::string env_string(const char *name);
+
+} // namespace nnpccl
