@@ -137,8 +137,8 @@ nnpccl_check::CallShape Bench::recv_shape(const nnpccl_check::CallShape &send_sh
     return r;
 }
 
-nnpccl::CollectiveCall collective_call(const nnpccl_check::CallShape &sh, const void *send, void *recv) {
-    nnpccl::CollectiveCall c;
+nnpccl::Call collective_call(nnpccl_comm_t comm, const nnpccl_check::CallShape &sh, const void *send, void *recv) {
+    nnpccl::Call c;
     c.collective = sh.collective;
     c.send = send;
     c.recv = recv;
@@ -146,7 +146,14 @@ nnpccl::CollectiveCall collective_call(const nnpccl_check::CallShape &sh, const 
     c.datatype = sh.dt;
     c.op = sh.op;
     c.root = nnpccl::has_root(sh.collective) ? sh.root : -1;
+    comm->complete(&c);
     return c;
+}
+
+std::string next_algorithm(nnpccl_comm_t comm, const nnpccl::Call &c, size_t *tuning_calls_left) {
+    std::string name;
+    if (!comm->selector->next_algorithm(c, comm->next_sequence, &name, tuning_calls_left)) *tuning_calls_left = 0;
+    return name;
 }
 
 nnpccl_result_t Bench::call(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s) {
@@ -187,8 +194,9 @@ double Bench::time_calls(nnpccl_comm_t comm, const void *send, void *recv, const
     // The tuner's trials (src/tuner.hpp) are set-up, as warm-up is: the
     // timed calls run its decision. Every rank counts the same trials left.
     if (!o_.coll->exchange) {
-        const nnpccl::CollectiveCall c = collective_call(sh, send, recv);
-        while (comm->tuning_calls_left(c) > 0)
+        const nnpccl::Call c = collective_call(comm, sh, send, recv);
+        size_t left = 0;
+        while (next_algorithm(comm, c, &left), left > 0)
             if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
     }
     if (nnpccl_result_t rc = nnpccl_barrier(comm); rc != NNPCCL_SUCCESS) fail("barrier", rc);
@@ -281,10 +289,10 @@ int Bench::compare() {
         candidates.push_back({a.name, std::move(rules)});
     }
     const size_t selector = candidates.size(); // the communicator's own rules, after the forced ones
-    const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->forced;
+    const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->selector->forced();
     // Sets comm_ up for turn k (its forced algorithm, or the selector) and returns it.
     auto comm_for_turn = [&](size_t k) {
-        comm_->force_algorithms(k == selector ? own_rules : candidates[k].rules);
+        comm_->selector->force(k == selector ? own_rules : candidates[k].rules);
         return comm_;
     };
 
@@ -339,8 +347,8 @@ int Bench::compare() {
         // The selector's choice: the tuner's decision, made in its first
         // turn, or the model's where the tuner had nothing to measure.
         comm_for_turn(selector);
-        std::string chosen;
-        if (!comm_->algorithm_for(collective_call(sh, send, recv), &chosen)) fail("planning", NNPCCL_ERR_INTERNAL);
+        size_t left = 0;
+        const std::string chosen = next_algorithm(comm_, collective_call(comm_, sh, send, recv), &left);
         std::vector<double> medians(selector + 1, 0);
         size_t fastest = selector, choice = selector;
         for (size_t k = 0; k <= selector; ++k) {
@@ -377,7 +385,7 @@ int Bench::compare() {
         if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
         std::fflush(stdout);
     }
-    comm_->force_algorithms(own_rules);
+    comm_->selector->force(own_rules);
     return (wrong_total != 0 || oob_total != 0) ? 1 : 0;
 }
 

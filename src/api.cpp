@@ -16,6 +16,7 @@
 
 #include "bootstrap_root.hpp"
 #include "comm.hpp"
+#include "launch_env.hpp"
 #include "dtype.hpp"
 #include "nnpccl.h"
 
@@ -148,7 +149,7 @@ Status check_count(const char *name, size_t count, size_t factor, nnpccl_datatyp
     return Status::ok();
 }
 
-Status validate(const nnpccl_comm *comm, const CollectiveCall &c) {
+Status validate(const nnpccl_comm *comm, const Call &c) {
     using C = Collective;
     if (c.collective == C::Barrier) return Status::ok();
     if (!valid_datatype(c.datatype))
@@ -187,7 +188,7 @@ Status validate(const nnpccl_comm *comm, const CollectiveCall &c) {
 }
 
 // Runs a collective on the communicator `guard` holds.
-nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const CollectiveCall &call, nnpccl_request_t *request) {
+nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const Call &call, nnpccl_request_t *request) {
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
@@ -195,8 +196,10 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const CollectiveC
     if (!st) return report(comm, st);
     Status failed = comm->engine->failure();
     if (!failed) return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
+    Call completed = call;
+    comm->complete(&completed);
     std::shared_ptr<Operation> op;
-    st = comm->start(call, request != nullptr, &op);
+    st = comm->start(completed, request != nullptr, &op);
     if (!st) return report(comm, st);
     if (request != nullptr) {
         *request = new nnpccl_request{op, comm};
@@ -205,21 +208,21 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const CollectiveC
     return report(comm, comm->engine->wait(*op));
 }
 
-nnpccl_result_t run_blocking(nnpccl_comm *comm, const CollectiveCall &call) {
+nnpccl_result_t run_blocking(nnpccl_comm *comm, const Call &call) {
     CallGuard guard(comm);
     return run(comm, guard, call, nullptr);
 }
 
-nnpccl_result_t run_nonblocking(nnpccl_comm *comm, const CollectiveCall &call, nnpccl_request_t *request) {
+nnpccl_result_t run_nonblocking(nnpccl_comm *comm, const Call &call, nnpccl_request_t *request) {
     if (request != nullptr) *request = nullptr;
     CallGuard guard(comm);
     if (request == nullptr) return report(guard.held() ? comm : nullptr, invalid_argument("request is NULL"));
     return run(comm, guard, call, request);
 }
 
-CollectiveCall make_call(Collective coll, const void *send, void *recv, size_t count, nnpccl_datatype_t dt,
-                         nnpccl_redop_t op, int root) {
-    CollectiveCall c;
+Call make_call(Collective coll, const void *send, void *recv, size_t count, nnpccl_datatype_t dt, nnpccl_redop_t op,
+               int root) {
+    Call c;
     c.collective = coll;
     c.send = send;
     c.recv = recv;

@@ -10,10 +10,12 @@
 
 namespace nnpccl {
 
-ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const OperationBuffers &buffers,
-                         const std::vector<Transport *> &route, unsigned char *scratch)
-    : schedule_(std::move(schedule)), buffers_(buffers), elem_size_(datatype_size(buffers.datatype)), route_(route),
-      cursor_(schedule_->channels.size(), 0), scratch_(scratch),
+ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
+                         const Announcement &announcement, const std::vector<Transport *> &route,
+                         unsigned char *message_scratch)
+    : schedule_(std::move(schedule)), call_(call), scratch_(scratch), announcement_(announcement),
+      elem_size_(datatype_size(call.datatype)), route_(route), cursor_(schedule_->channels.size(), 0),
+      message_scratch_(message_scratch),
       announced_(route.size() * schedule_->channels.size(), 0), verified_(route.size() * schedule_->channels.size(), 0) {}
 
 std::string describe(const OperationDescriptor &d) {
@@ -43,9 +45,9 @@ bool ScheduleRun::in_flight_overlaps(const char *begin, const char *end) const {
 
 char *ScheduleRun::address(const BufRef &ref) const {
     switch (ref.buf) {
-    case Buf::Send: return const_cast<char *>(static_cast<const char *>(buffers_.send)) + ref.offset * elem_size_;
-    case Buf::Recv: return static_cast<char *>(buffers_.recv) + ref.offset * elem_size_;
-    case Buf::Scratch: return static_cast<char *>(buffers_.scratch) + ref.offset * elem_size_;
+    case Buf::Send: return const_cast<char *>(static_cast<const char *>(call_.send)) + ref.offset * elem_size_;
+    case Buf::Recv: return static_cast<char *>(call_.recv) + ref.offset * elem_size_;
+    case Buf::Scratch: return static_cast<char *>(scratch_) + ref.offset * elem_size_;
     case Buf::None: break;
     }
     return nullptr;
@@ -62,7 +64,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     char *src = address(step.src);
     char *dst = address(step.dst);
     const bool store = step.has(kStore);
-    const uint32_t divisor = (step.finalize && buffers_.op == NNPCCL_AVG) ? buffers_.nranks : 1;
+    const uint32_t divisor = (step.finalize && call_.op == NNPCCL_AVG) ? static_cast<uint32_t>(call_.nranks) : 1;
     const bool writes_dst = store || (rx == nullptr && step.has(kReduce));
     if (writes_dst && bytes > 0 && in_flight_overlaps(dst, dst + bytes)) return false;
     // Where the value lies once the step has computed it, if the transport
@@ -80,12 +82,12 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         if (check_descriptor) {
             OperationDescriptor theirs;
             if (in_bytes >= kDescriptorBytes) std::memcpy(&theirs, message, sizeof theirs);
-            if (in_bytes < kDescriptorBytes || !(theirs == buffers_.expected)) {
-                const bool p2p = buffers_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
+            if (in_bytes < kDescriptorBytes || !(theirs == announcement_.expected)) {
+                const bool p2p = announcement_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
                 *status = invalid_usage(
                     "rank %d called %s where this rank called %s: %s", step.recv_peer,
                     in_bytes < kDescriptorBytes ? "something else" : describe(theirs).c_str(),
-                    describe(buffers_.descriptor).c_str(),
+                    describe(announcement_.descriptor).c_str(),
                     p2p ? "the n-th send to a rank must match that rank's n-th recv from the sender in count and "
                           "datatype"
                         : "every rank must call the same collectives in the same order with the same arguments");
@@ -95,7 +97,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         if (in_bytes != bytes + header) {
             *status = invalid_usage("rank %d sent a message of %zu bytes where %zu were due (channel %d, %s)",
                                     step.recv_peer, in_bytes - header, bytes, channel,
-                                    describe(buffers_.descriptor).c_str());
+                                    describe(announcement_.descriptor).c_str());
             return false;
         }
         in = static_cast<const char *>(message) + header;
@@ -113,26 +115,26 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         // into the send slot. Measured: a reduce loop writing the slot made
         // 2-rank allreduce 3x slower than this; memcpy fills the slot's lines
         // without first fetching them back from the peer that read them.
-        void *target = store ? static_cast<void *>(dst) : static_cast<void *>(scratch_);
-        reduce(target, in, src, step.count, buffers_.datatype, buffers_.op, divisor);
+        void *target = store ? static_cast<void *>(dst) : static_cast<void *>(message_scratch_);
+        reduce(target, in, src, step.count, call_.datatype, call_.op, divisor);
         if (out != nullptr) std::memcpy(out, target, bytes);
     } else if (rx != nullptr) {
         if (store) std::memcpy(dst, in, bytes);
         if (out != nullptr) std::memcpy(out, in, bytes);
     } else if (step.has(kReduce)) {
-        reduce(dst, dst, src, step.count, buffers_.datatype, buffers_.op, divisor);
+        reduce(dst, dst, src, step.count, call_.datatype, call_.op, divisor);
         if (out != nullptr) std::memcpy(out, dst, bytes);
     } else {
-        if (store) divide(dst, src, step.count, buffers_.datatype, divisor);
+        if (store) divide(dst, src, step.count, call_.datatype, divisor);
         if (out != nullptr && store) std::memcpy(out, dst, bytes);
-        else if (out != nullptr) divide(out, src, step.count, buffers_.datatype, divisor);
+        else if (out != nullptr) divide(out, src, step.count, call_.datatype, divisor);
     }
     if (rx != nullptr) {
         rx->release_recv(step.recv_peer, channel);
         verified_[stream_index(step.recv_peer, channel)] = 1;
     }
     if (tx != nullptr) {
-        if (send_descriptor) std::memcpy(slot, &buffers_.descriptor, sizeof buffers_.descriptor);
+        if (send_descriptor) std::memcpy(slot, &announcement_.descriptor, sizeof announcement_.descriptor);
         const size_t header = send_descriptor ? kDescriptorBytes : 0;
         if (send_from != nullptr) {
             const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, header, send_from, bytes);

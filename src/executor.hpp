@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "call.hpp"
 #include "nnpccl.h"
 #include "schedule.hpp"
 #include "status.hpp"
@@ -43,26 +44,22 @@ static_assert(sizeof(OperationDescriptor) <= kDescriptorBytes);
 // "allreduce #12 (count 6, float, sum)", "send #3 (count 6, float, to rank 1)"
 std::string describe(const OperationDescriptor &d);
 
-struct OperationBuffers {
+struct Announcement {
     OperationDescriptor descriptor; // what this rank announces
     // What the peers' first messages must announce: the same descriptor for
     // a collective; for a recv, the matching send's (whose peer is this rank).
     OperationDescriptor expected;
-    const void *send = nullptr;
-    void *recv = nullptr;
-    void *scratch = nullptr; // schedule->scratch_elems elements
-    nnpccl_datatype_t datatype = NNPCCL_FLOAT32;
-    nnpccl_redop_t op = NNPCCL_SUM;
-    uint32_t nranks = 1; // the divisor of avg
 };
 
 class ScheduleRun {
 public:
-    // `route[peer]` is the transport that reaches peer. `scratch` holds one
+    // `scratch` holds the schedule's scratch_elems elements. `route[peer]`
+    // is the transport that reaches peer. `message_scratch` holds one
     // message (the largest a route carries); runs that are driven one at a
     // time may share it.
-    ScheduleRun(std::shared_ptr<const Schedule> schedule, const OperationBuffers &buffers,
-                const std::vector<Transport *> &route, unsigned char *scratch);
+    ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
+                const Announcement &announcement, const std::vector<Transport *> &route,
+                unsigned char *message_scratch);
 
     // Runs every step that can run now; *progressed counts them. An error
     // (a message of the wrong size, say) ends the run.
@@ -81,11 +78,13 @@ private:
     char *address(const BufRef &ref) const;
 
     std::shared_ptr<const Schedule> schedule_;
-    OperationBuffers buffers_;
+    Call call_;
+    void *scratch_; // the schedule's
+    Announcement announcement_;
     size_t elem_size_;
     const std::vector<Transport *> &route_;
     std::vector<size_t> cursor_;
-    unsigned char *scratch_; // one message: where a reduce lands before it is sent
+    unsigned char *message_scratch_; // one message: where a reduce lands before it is sent
     // Per (peer, channel): whether this operation's descriptor went out / came in yet.
     std::vector<uint8_t> announced_;
     std::vector<uint8_t> verified_;

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm.hpp"
+#include "launch_env.hpp"
 
 namespace nnpccl {
 

@@ -16,15 +16,31 @@
 
 namespace {
 
-nnpccl::CollectiveCall allreduce_call(const void *send, void *recv, size_t count) {
-    nnpccl::CollectiveCall c;
+nnpccl::Call allreduce_call(nnpccl_comm_t comm, const void *send, void *recv, size_t count) {
+    nnpccl::Call c;
     c.collective = nnpccl::Collective::Allreduce;
     c.send = send;
     c.recv = recv;
     c.count = count;
     c.datatype = NNPCCL_INT32;
     c.op = NNPCCL_SUM;
+    comm->complete(&c);
     return c;
+}
+
+// The algorithm the next such call runs, and the tuner's calls left before it decides.
+std::string next_algorithm(nnpccl_comm_t comm, size_t count, size_t *tuning_calls_left) {
+    std::string name;
+    if (!comm->selector->next_algorithm(allreduce_call(comm, nullptr, nullptr, count), comm->next_sequence, &name,
+                                        tuning_calls_left))
+        name = "(failed)";
+    return name;
+}
+
+size_t tuning_calls_left(nnpccl_comm_t comm, size_t count) {
+    size_t left = 0;
+    next_algorithm(comm, count, &left);
+    return left;
 }
 
 int registry_index(const std::string &name) {
@@ -44,7 +60,7 @@ bool warm_up(nnpccl_comm_t comm) {
 // The smallest allreduce of int32 the tuner measures, 0 when none is.
 size_t tuned_count(nnpccl_comm_t comm) {
     for (size_t count = 256; count <= (size_t{1} << 22); count *= 2)
-        if (comm->tuning_calls_left(allreduce_call(nullptr, nullptr, count)) > 0) return count;
+        if (tuning_calls_left(comm, count) > 0) return count;
     return 0;
 }
 
@@ -57,7 +73,7 @@ int through_the_trials(int rank, int nranks, const nnpccl_unique_id_t &id) {
     EXPECT(count > 0);
     if (count == 0) return failures;
     // Every trial, the agreement and calls behind it in flight at once.
-    const size_t calls = comm->tuning_calls_left(allreduce_call(nullptr, nullptr, count)) + 8;
+    const size_t calls = tuning_calls_left(comm, count) + 8;
     std::vector<std::vector<int32_t>> in(calls, std::vector<int32_t>(count)), out(calls, std::vector<int32_t>(count));
     std::vector<nnpccl_request_t> requests(calls, nullptr);
     for (size_t k = 0; k < calls; ++k) {
@@ -73,10 +89,10 @@ int through_the_trials(int rank, int nranks, const nnpccl_unique_id_t &id) {
             wrong += out[k][i] != static_cast<int32_t>(k + 1) * nranks * (nranks + 1) / 2 +
                                       nranks * static_cast<int32_t>(i % 7);
     EXPECT(wrong == 0);
-    EXPECT(comm->tuning_calls_left(allreduce_call(nullptr, nullptr, count)) == 0);
+    EXPECT(tuning_calls_left(comm, count) == 0);
     // Every rank runs the same decision.
-    std::string decided;
-    EXPECT(comm->algorithm_for(allreduce_call(in[0].data(), out[0].data(), count), &decided));
+    size_t left = 0;
+    const std::string decided = next_algorithm(comm, count, &left);
     int32_t mine = registry_index(decided);
     EXPECT(mine >= 0);
     std::vector<int32_t> all(static_cast<size_t>(nranks), -2);

@@ -97,7 +97,7 @@ inline SimResult run_ranks_with(std::vector<CallShape> shapes, const Builder &bu
         send_before[ur] = send[ur];
         recv_before[ur] = recv[ur];
         outputs.push_back(rp);
-        CollectiveArgs args;
+        Call args;
         args.collective = shape.collective;
         args.count = shape.count;
         args.root = shape.root;
@@ -116,15 +116,13 @@ inline SimResult run_ranks_with(std::vector<CallShape> shapes, const Builder &bu
         // Scratch is not zeroed in real runs (engine.hpp): a builder that
         // reads it before writing it must get garbage here too.
         scratches[ur].assign(schedule->scratch_elems * es, 0xa5);
-        OperationBuffers bufs;
-        bufs.scratch = scratches[ur].data();
-        bufs.send = sp;
-        bufs.recv = rp;
-        bufs.datatype = shape.dt;
-        bufs.op = shape.op;
-        bufs.nranks = static_cast<uint32_t>(p);
+        args.send = sp;
+        args.recv = rp;
+        args.datatype = shape.dt;
+        args.op = shape.op;
         routes[ur].assign(static_cast<size_t>(p), fabric.endpoint(r));
-        runs.push_back(std::make_unique<ScheduleRun>(schedule, bufs, routes[ur], scratch.data()));
+        runs.push_back(std::make_unique<ScheduleRun>(schedule, args, scratches[ur].data(), Announcement{}, routes[ur],
+                                                     scratch.data()));
     }
     bool all_done = false;
     while (!all_done) {

@@ -6,7 +6,7 @@
 #include "algo_override.hpp"
 #include "bootstrap_wire.hpp"
 #include "check_data.hpp"
-#include "comm.hpp"
+#include "launch_env.hpp"
 #include "config.hpp"
 
 using namespace nnpccl;

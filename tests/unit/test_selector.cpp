@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "comm.hpp"
+#include "selector.hpp"
 #include "config.hpp"
 #include "planner.hpp"
 #include "reduce.hpp"

@@ -1,0 +1,263 @@
+// Init: from a unique id to a communicator that can run calls
+// (docs/design.md, "Life of a call"). Each step below is collective: every
+// rank runs them in the same order, and a step that fails on one rank ends
+// the others' through the bootstrap.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "affinity.hpp"
+#include "comm.hpp"
+#include "log.hpp"
+#include "reduce.hpp"
+#include "emulated/emulated_transport.hpp"
+#include "ofi/ofi_transport.hpp"
+#include "shm/shm_transport.hpp"
+
+using namespace nnpccl;
+
+namespace {
+
+// Where every rank runs: a host is a host name and a boot id, and ranks on
+// one host share memory.
+struct JobHosts {
+    std::vector<std::string> host; // by rank
+    std::vector<int> local;        // the ranks on this rank's host, in rank order
+    int local_index = 0;           // this rank's place among them
+    bool any_remote = false;       // some rank runs on another host than rank 0
+    bool any_host_shared = false;  // some two ranks share a host
+};
+
+std::string host_identity() {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::string boot_id;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+    return std::string(host) + "/" + boot_id;
+}
+
+const char *transport_mode_name(TransportMode mode) {
+    switch (mode) {
+    case TransportMode::Shm: return "shm";
+    case TransportMode::Ofi: return "ofi";
+    case TransportMode::Auto: break;
+    }
+    return "auto";
+}
+
+// Every rank says where it runs and which transport mode it was given;
+// ranks must agree on the mode, since transports are set up collectively.
+Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
+    const std::string mode = transport_mode_name(comm.settings.transport);
+    std::vector<std::string> said;
+    NNPCCL_TRY(comm.bootstrap->allgather(mode + " " + host_identity(), deadline, &said));
+    for (int r = 0; r < comm.nranks; ++r) {
+        const std::string &entry = said[static_cast<size_t>(r)];
+        const std::string mode_r = entry.substr(0, entry.find(' '));
+        if (mode_r != mode)
+            return invalid_usage("rank %d has NNPCCL_TRANSPORT=%s but rank %d has %s; every rank needs the same",
+                                 comm.rank, mode.c_str(), r, mode_r.c_str());
+        out->host.push_back(entry.substr(entry.find(' ') + 1));
+    }
+    const std::string &mine = out->host[static_cast<size_t>(comm.rank)];
+    for (int r = 0; r < comm.nranks; ++r) {
+        const std::string &host_r = out->host[static_cast<size_t>(r)];
+        if (host_r == mine) {
+            if (r == comm.rank) out->local_index = static_cast<int>(out->local.size());
+            out->local.push_back(r);
+        }
+        out->any_remote = out->any_remote || host_r != out->host[0];
+        for (int q = 0; q < r && !out->any_host_shared; ++q) out->any_host_shared = out->host[static_cast<size_t>(q)] == host_r;
+    }
+    if (comm.settings.transport == TransportMode::Shm && out->any_remote)
+        return invalid_usage("NNPCCL_TRANSPORT=shm, but the ranks run on more than one host (rank %d on %s, rank 0 on "
+                             "%s)",
+                             comm.rank, mine.c_str(), out->host[0].c_str());
+    return Status::ok();
+}
+
+// Pins this rank to its core (NNPCCL_PIN) and notes what follows from
+// where it runs: its NUMA node and nearest NIC, and ranks per core.
+Status place_rank(nnpccl_comm &comm, const JobHosts &hosts, double *ranks_per_core) {
+    RankPlacement placement;
+    const int local_ranks = static_cast<int>(hosts.local.size());
+    NNPCCL_TRY(place_local_rank(comm.settings.pin, hosts.local_index, local_ranks, &placement));
+    if (placement.numa_nodes > 1) comm.facts.numa_node = placement.numa_node;
+    comm.facts.nic_hint = placement.nic;
+    comm.facts.local_ranks = local_ranks;
+    *ranks_per_core = placement.cores > 0 ? static_cast<double>(local_ranks) / placement.cores : 1.0;
+    return Status::ok();
+}
+
+// What the planner needs from the hosts, the same on every rank: γ, which
+// rank 0 measures (how fast its host reduces, a few ms once per process)
+// and the others take, the most crowded host's ranks per core, and rank 0's
+// NNPCCL_TUNE. Ranks that used figures of their own could choose apart near
+// a crossover and then run different schedules.
+Status agree_on_host_costs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline) {
+    std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
+    if (comm.rank == 0) {
+        for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
+        mine += comm.settings.tuning.enabled ? "1" : "0";
+    }
+    std::vector<std::string> all;
+    NNPCCL_TRY(comm.bootstrap->allgather(mine, deadline, &all));
+    CostInputs &costs = comm.facts.costs;
+    costs.host_ranks_per_core = 1;
+    const char *text = nullptr; // rank 0's reduction speeds, after its ranks per core
+    for (const std::string &entry : all) {
+        char *end = nullptr;
+        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, std::strtod(entry.c_str(), &end));
+        if (text == nullptr) text = end;
+    }
+    for (double &v : costs.host_reduce_us_per_byte) {
+        char *end = nullptr;
+        v = std::strtod(text, &end);
+        if (end == text || !(v >= 0)) return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
+        text = end;
+    }
+    comm.settings.tuning.enabled = std::strtol(text, nullptr, 10) == 1;
+    return Status::ok();
+}
+
+// The machine model every plan is made on.
+Status load_machine(nnpccl_comm &comm) {
+    std::string error;
+    if (!load_topology(comm.settings.planning.topology, comm.nranks, &comm.topology, &error))
+        return invalid_argument("NNPCCL_TOPO=%s: %s", comm.settings.planning.topology.c_str(), error.c_str());
+    return Status::ok();
+}
+
+// Opens shared memory among the ranks of each host and libfabric where
+// ranks on other hosts (or NNPCCL_TRANSPORT=ofi) need it, then routes each
+// peer over one of them. Both set-ups are collective: every rank takes part
+// when any rank needs one.
+Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
+    const TransportMode mode = comm.settings.transport;
+    // Streams per peer: as many as the algorithm with the most channels needs.
+    const int channels = max_schedule_channels(comm.topology);
+    Transport *shm = nullptr;
+    OfiTransport *ofi = nullptr;
+    if (mode != TransportMode::Ofi && hosts.any_host_shared) {
+        std::unique_ptr<ShmTransport> made;
+        NNPCCL_TRY(ShmTransport::create(*comm.bootstrap, hosts.local, channels, comm.settings.shm, comm.message_bytes,
+                                        comm.facts.numa_node, deadline, &made));
+        shm = made.get();
+        comm.transports.push_back(std::move(made));
+    }
+    if (mode == TransportMode::Ofi || hosts.any_remote) {
+        std::unique_ptr<OfiTransport> made;
+        NNPCCL_TRY(OfiTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes,
+                                        comm.facts.nic_hint, deadline, &made));
+        ofi = made.get();
+        comm.transports.push_back(std::move(made));
+    }
+    comm.route.assign(static_cast<size_t>(comm.nranks), nullptr);
+    std::string over_shm, over_ofi;
+    const std::string &mine = hosts.host[static_cast<size_t>(comm.rank)];
+    for (int r = 0; r < comm.nranks; ++r) {
+        if (r == comm.rank) continue;
+        const bool same_host = hosts.host[static_cast<size_t>(r)] == mine;
+        Transport *t = same_host && mode != TransportMode::Ofi ? shm : ofi;
+        comm.route[static_cast<size_t>(r)] = t;
+        std::string &list = t == shm ? over_shm : over_ofi;
+        list += (list.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (!over_shm.empty()) LOG_INFO("rank %d reaches rank(s) %s over shm", comm.rank, over_shm.c_str());
+    if (!over_ofi.empty())
+        LOG_INFO("rank %d reaches rank(s) %s over ofi (%s)", comm.rank, over_ofi.c_str(), ofi->description().c_str());
+    return Status::ok();
+}
+
+// Wraps every transport in a decorator that paces each peer's traffic to the
+// simulated links between the two ranks' chips.
+Status emulate_links(nnpccl_comm &comm) {
+    EmulationModel model;
+    for (const Link &link : comm.topology.machine().links()) model.links.push_back({link.gbps, link.latency_us});
+    model.path.assign(static_cast<size_t>(comm.nranks), {});
+    for (int a = 0; a < comm.nranks; ++a) {
+        model.path[static_cast<size_t>(a)].assign(static_cast<size_t>(comm.nranks), {});
+        for (int b = 0; b < comm.nranks; ++b)
+            if (a != b) model.path[static_cast<size_t>(a)][static_cast<size_t>(b)] = comm.topology.route(a, b).links;
+    }
+    model.scale = comm.settings.emulation.scale;
+    NNPCCL_TRY(validate_emulation_model(model, comm.nranks));
+    for (auto &inner : comm.transports) {
+        comm.emulated.push_back(std::make_unique<EmulatedTransport>(inner.get(), comm.rank, model));
+        for (Transport *&hop : comm.route)
+            if (hop == inner.get()) hop = comm.emulated.back().get();
+    }
+    LOG_INFO("emulating the links of %s, %zu links, time scaled by %g", comm.topology.name().c_str(),
+             model.links.size(), model.scale);
+    return Status::ok();
+}
+
+// The progress engine over the transports the executor sends through, told
+// how to hear of and report deaths elsewhere in the job.
+void start_engine(nnpccl_comm &comm) {
+    comm.reduce_scratch.assign(comm.settings.planning.chunk_bytes, 0);
+    comm.engine = std::make_unique<Engine>(comm.active_transports(), comm.settings.timeout_sec, comm.settings.spin_us,
+                                           comm.facts.local_ranks);
+    Bootstrap *bootstrap = comm.bootstrap.get();
+    comm.engine->set_job_check([bootstrap] { return bootstrap->check_job(); });
+    comm.engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
+}
+
+// Everything connect() does but the clean-up of a failure.
+Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
+    const Deadline deadline = Deadline::after_seconds(comm.settings.timeout_sec);
+    NNPCCL_TRY(Bootstrap::join(id, comm.rank, comm.nranks, deadline, &comm.bootstrap, stop));
+    JobHosts hosts;
+    NNPCCL_TRY(learn_hosts(comm, deadline, &hosts));
+    double ranks_per_core = 1;
+    NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
+    NNPCCL_TRY(load_machine(comm));
+    NNPCCL_TRY(agree_on_host_costs(comm, ranks_per_core, deadline));
+    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs,
+                                               comm.settings.tuning.enabled, comm.configured_algorithms);
+    NNPCCL_TRY(open_transports(comm, hosts, deadline));
+    if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm));
+    start_engine(comm);
+    LOG_INFO("communicator ready: rank %d of %d, %d on this host, topology %s", comm.rank, comm.nranks,
+             comm.facts.local_ranks, comm.topology.name().c_str());
+    return Status::ok();
+}
+
+} // namespace
+
+Status nnpccl_comm::prepare(int nranks, int rank, const nnpccl_config_t *config, std::unique_ptr<nnpccl_comm> *out) {
+    auto comm = std::make_unique<nnpccl_comm>();
+    comm->rank = rank;
+    comm->nranks = nranks;
+    NNPCCL_TRY(resolve_settings(config, &comm->settings));
+    // A message carries a whole chunk of data and, first to each peer in an
+    // operation, the operation's descriptor.
+    comm->message_bytes = comm->settings.planning.chunk_bytes + kDescriptorBytes;
+    NNPCCL_TRY(parse_forced_algorithms(comm->settings.planning, &comm->configured_algorithms));
+    set_log_rank(rank);
+    *out = std::move(comm);
+    return Status::ok();
+}
+
+Status nnpccl_comm::connect(const UniqueId &id, const StopSignal *stop) {
+    Status st = build(*this, id, stop);
+    if (st) return st;
+    if (stop != nullptr && stop->raised()) {
+        st = remote_error("rank %d aborted the communicator during init (nnpccl_comm_abort or nnpccl_comm_destroy "
+                          "before init had finished)",
+                          rank);
+        // Peers would hear "died or aborted" from the root anyway; this says which.
+        if (bootstrap != nullptr) bootstrap->report_failure(st);
+    }
+    // Released now, not at destroy: peers see this rank leave at once. What
+    // depends on something goes before it.
+    engine.reset();
+    emulated.clear();
+    transports.clear();
+    route.clear();
+    selector.reset();
+    bootstrap.reset();
+    return st;
+}
