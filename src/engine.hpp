@@ -60,9 +60,9 @@ struct Operation {
     std::unique_ptr<ScheduleRun> run;
     // The schedule's scratch buffer, when it has one, from the
     // communicator's pool. Not zeroed: every builder writes its scratch
-    // before reading it, and zeroing a buffer as large as the call's on
-    // every call cost reduce-scatter by halving-doubling on 2 ranks 40 ->
-    // 55-72 us at 1 MiB, 170-200 -> 370-500 us at 4 MiB.
+    // before reading it (the schedule simulation fills scratch with garbage
+    // to catch one that does not), and zeroing a buffer as large as the
+    // call on every call would be one more pass over memory.
     ScratchPool::Lease scratch;
 
     // Set for a collective whose algorithm is only known once the ones

@@ -1,9 +1,9 @@
 // Scratch buffers kept across operations. A schedule's scratch can be as
 // large as the call (halving-doubling reduce-scatter holds all p blocks),
 // and glibc maps allocations of 32 MiB and more afresh every time: each
-// call then faults every page in again. Measured on this project's VM, 4
-// ranks, reduce-scatter by halving-doubling of 32 MiB: 104 ms a call with
-// a fresh buffer against 6 ms for the ring, which needs none. The pool
+// call would then fault every page in again, which costs more than the
+// collective itself on a host where faults are slow (docs/performance.md,
+// "Scratch and first touch"). The pool
 // keeps a few freed buffers and hands out the smallest that fits; a call
 // that none fits gets a new one, and the smaller free ones are released.
 #pragma once

@@ -1,18 +1,17 @@
 // Measured tuning on the host. The cost model plans `flat` with one figure
 // for the host's links and a rough term for ranks that share cores, and on
-// such a host the real order of the algorithms moves with the machine's
-// state: on this project's 2-core VM, 4 ranks, allgather of 1 MiB took
-// 144 us by the ring and 123 us by halving-doubling in one run, and the
-// ring won by 1.1-2x in others. So where the model leaves more than one
-// algorithm within kTuningWindow of its fastest prediction, the
-// communicator's first calls of that (collective, element size, power-of-two
-// size class) try those algorithms in turn, every rank timing its own runs;
-// then one internal allreduce (each candidate's figure summed over the
-// ranks) gives every rank the same figures, and the fastest measured runs
-// from then on. Cost: candidates x (1 + rounds x batch) calls of the class
-// at its start, plus one allreduce of a few doubles. Topologies that
-// simulate another machine (the NNP-T presets) are left to the model: this
-// host's timings say nothing about them.
+// such a host the real order of close algorithms moves with the machine's
+// state (which cores are busy, how fast copies between them run). So where
+// the model leaves more than one algorithm within kTuningWindow of its
+// fastest prediction, the communicator's first calls of that (collective,
+// element size, power-of-two size class) try those algorithms in turn,
+// every rank timing its own runs; then one internal allreduce (each
+// candidate's figure summed over the ranks) gives every rank the same
+// figures, and the fastest measured runs from then on. Cost: candidates x
+// (1 + rounds x batch) calls of the class at its start, plus one allreduce
+// of a few doubles. Topologies that simulate another machine (the NNP-T
+// presets) are left to the model: this host's timings say nothing about
+// them. docs/performance.md, "Selection", has how well it chooses.
 #pragma once
 
 #include <atomic>
@@ -29,37 +28,33 @@
 
 namespace nnpccl {
 
-// Candidates predicted within this factor of the fastest are measured. The
-// model's worst misses on this project's VM (4 ranks on 2 cores) were
-// halving-doubling predicted 1.95x the ring and measured 0.85x of it.
+// Candidates predicted within this factor of the fastest are measured:
+// wide enough for the model's worst misses on a host with more ranks than
+// cores, where it has ranked halving-doubling at twice the ring's time and
+// seen it run faster.
 constexpr double kTuningWindow = 2.0;
 // A communicator's first collectives are left to the model: a fresh job
-// runs cold (its first 10-20 calls take 2-10x their later time here), which
-// would time the first trials against later ones.
+// runs cold (first-touched pages, caches, the progress thread's start),
+// which would time the first trials against later ones.
 constexpr uint64_t kTuningAfterCalls = 16;
 
 // floor(log2(bytes)), -1 for none: the size classes of tuning and of INFO's plan log.
 int size_class(size_t bytes);
 
 // The trials: every candidate runs once untimed (its first call at a size
-// pays for first touches: on this project's VM, 11-15 us for each page a
-// process touches for the first time, 5.6 ms for a fresh 2 MiB buffer),
-// then in each of kTuningRounds rounds every candidate runs a batch of
-// consecutive calls, the order turning by one each round. Every batch
-// starts with a barrier, as ccl-bench's timed calls do: without it, the
-// root of a broadcast ran ahead into the next batch, whose algorithm then
-// paid for the wait (the tree measured 0.75x the chain's time at 4 MiB,
-// where ccl-bench timed it 1.2x the chain's). A rank's figure for a batch
-// is its calls' mean time; its figure for a candidate is its fastest
-// batch. Noise on a shared host only ever adds time (a core taken away for
-// a while, a call that runs cold), so the fastest batch is the one least
-// disturbed: with the median of the batches instead, 14 of 60 sizes of
-// tools/selector-check missed, with the fastest 3 or 4. A batch holds enough calls for about kTuningBatchUs of predicted time, 2
-// to 8 of them: with 1 to 4, a batch of a 4 MiB reduce-scatter was 2 calls
-// after its barrier, which charged the ring's start behind a barrier to too
-// few calls (the tuner chose direct, ccl-bench timed the ring 1.16-1.21x
-// faster), and tools/selector-check missed at 2 of 57 sizes per run
-// instead of 1.
+// pays for first touches of its memory), then in each of kTuningRounds
+// rounds every candidate runs a batch of consecutive calls, the order
+// turning by one each round. Every batch starts with a barrier, as
+// ccl-bench's timed calls do: without it the root of a broadcast runs
+// ahead into the next batch, whose algorithm then pays for the wait. A
+// rank's figure for a batch is its calls' mean time; its figure for a
+// candidate is its fastest batch. Noise on a shared host only ever adds
+// time (a core taken away for a while, a call that runs cold), so the
+// fastest batch is the one least disturbed; the median of the batches let
+// that noise decide. A batch holds enough calls for about kTuningBatchUs
+// of predicted time, 2 to 8 of them: with fewer, a pipelined algorithm's
+// start behind the barrier is charged to too few calls and it loses to
+// one-shot algorithms it beats in a real loop.
 constexpr int kTuningRounds = 5;
 constexpr double kTuningBatchUs = 4000;
 int tuning_batch(double predicted_us);

@@ -309,9 +309,8 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     // Of the two TCP providers libfabric 1.17 offers, "net" comes first: it
     // is the tcp provider's own fork with native RDM endpoints (libfabric
     // 1.18 merged it back as "tcp"), where "tcp;ofi_rxm" layers RDM over
-    // connected endpoints with a rendezvous round trip per large message.
-    // Measured on loopback, 2 ranks, allreduce 4-64 MiB, medians of 7
-    // rounds: net 2.1-2.3 GB/s busbw, tcp;ofi_rxm 1.6-2.0.
+    // connected endpoints with a rendezvous round trip per large message,
+    // so net moves large messages faster (docs/performance.md, "TCP").
     // NNPCCL_OFI_PROVIDER=tcp still picks the layered one.
     std::string ifname = env_string("NNPCCL_SOCKET_IFNAME");
     auto score = [&](const fi_info *i) {

@@ -177,12 +177,11 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
 
 // Faults in, in one system call per queue, the pages this rank's mappings
 // will touch: its inbound queues from its local peers and its outbound
-// queues in theirs. Otherwise every page faults at its first message, and
-// on this project's VM a fault costs 11-15 us: the first use of each slot
-// cost a 4-rank allreduce of 4 KiB 200-900 us (10-20 us later) and of
-// 256 KiB up to 8 ms, which also skewed the tuner's first trials.
-// MADV_POPULATE_WRITE costs about 1.3 us a page here: 56 MiB, 18 ms, for
-// 4 ranks at the default chunk. Past kPopulateBudget per rank (many ranks
+// queues in theirs. Otherwise every page faults at its first message: a
+// job's first calls run many times slower than its later ones, and the
+// tuner's first trials are skewed by it (docs/performance.md, "Scratch and
+// first touch"). One MADV_POPULATE_WRITE per queue costs far less than a
+// fault per page at first use. Past kPopulateBudget per rank (many ranks
 // on one host, or huge chunks) the queues stay sparse, as memory that
 // algorithms using few peers never touch.
 void ShmTransport::populate_queues(const std::vector<int> &local_peers) {
