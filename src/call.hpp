@@ -7,6 +7,8 @@
 // OperationDescriptor (executor.hpp), a fixed-size header, not by this.
 #pragma once
 
+#include <cstddef>
+
 #include "collective.hpp"
 #include "nnpccl.h"
 
@@ -18,5 +20,12 @@ struct Call : CollectiveArgs {
     nnpccl_datatype_t datatype = NNPCCL_FLOAT32;
     nnpccl_redop_t op = NNPCCL_SUM;
 };
+
+// Fills in what the caller's arguments leave to the communicator: `rank`
+// of `nranks`, the chunk in elements, the element size, and whether the
+// call is in place, by pointer equality as NCCL lays it out (the rank's
+// part of the output is its input; for gather and scatter only the root's
+// pointers count).
+void complete_call(Call *call, int rank, int nranks, size_t chunk_bytes);
 
 } // namespace nnpccl

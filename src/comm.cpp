@@ -10,40 +10,7 @@
 
 using namespace nnpccl;
 
-namespace {
-
-// Whether the call works in place, as ccl-bench and NCCL lay it out: the
-// rank's part of the output is its input.
-bool is_in_place(const Call &call, int rank) {
-    const size_t block = call.count * datatype_size(call.datatype);
-    const size_t mine = static_cast<size_t>(rank) * block;
-    switch (call.collective) {
-    case Collective::Allreduce:
-    case Collective::Broadcast:
-    case Collective::Reduce:
-    case Collective::Alltoall: return call.send == call.recv;
-    case Collective::ReduceScatter: return call.recv == static_cast<const char *>(call.send) + mine;
-    case Collective::Allgather: return call.send == static_cast<const char *>(call.recv) + mine;
-    // Only the root's buffers count (the others' recv, or send, may be NULL).
-    case Collective::Gather: return rank == call.root && call.send == static_cast<const char *>(call.recv) + mine;
-    case Collective::Scatter: return rank == call.root && call.recv == static_cast<const char *>(call.send) + mine;
-    case Collective::Send:
-    case Collective::Recv:
-    case Collective::Barrier: break;
-    }
-    return false;
-}
-
-} // namespace
-
-void nnpccl_comm::complete(Call *call) const {
-    const size_t elem = datatype_size(call->datatype);
-    call->in_place = is_in_place(*call, rank);
-    call->rank = rank;
-    call->nranks = nranks;
-    call->chunk_elems = std::max<size_t>(1, settings.planning.chunk_bytes / std::max<size_t>(1, elem));
-    call->elem_size = elem;
-}
+void nnpccl_comm::complete(Call *call) const { complete_call(call, rank, nranks, settings.planning.chunk_bytes); }
 
 void nnpccl_comm::set_last_error(const std::string &message) {
     std::lock_guard<std::mutex> lock(error_mutex);

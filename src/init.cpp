@@ -69,7 +69,8 @@ Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
             out->local.push_back(r);
         }
         out->any_remote = out->any_remote || host_r != out->host[0];
-        for (int q = 0; q < r && !out->any_host_shared; ++q) out->any_host_shared = out->host[static_cast<size_t>(q)] == host_r;
+        for (int q = 0; q < r && !out->any_host_shared; ++q)
+            out->any_host_shared = out->host[static_cast<size_t>(q)] == host_r;
     }
     if (comm.settings.transport == TransportMode::Shm && out->any_remote)
         return invalid_usage("NNPCCL_TRANSPORT=shm, but the ranks run on more than one host (rank %d on %s, rank 0 on "
@@ -115,7 +116,8 @@ Status agree_on_host_costs(nnpccl_comm &comm, double my_ranks_per_core, const De
     for (double &v : costs.host_reduce_us_per_byte) {
         char *end = nullptr;
         v = std::strtod(text, &end);
-        if (end == text || !(v >= 0)) return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
+        if (end == text || !(v >= 0))
+            return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
         text = end;
     }
     comm.settings.tuning.enabled = std::strtol(text, nullptr, 10) == 1;
