@@ -58,7 +58,7 @@ Options parse_args(int argc, char **argv) {
                  "ccl-topo"};
     app.footer("presets:\n" + nnpccl::describe_presets());
     app.get_formatter()->column_width(24);
-    // The last of a repeated flag wins, as it always has.
+    // The last of a repeated flag wins, as in ccl-bench: scripts append overrides.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
     app.add_option("--topo", o.topo, "the machine: a preset or a JSON topology file (default: flat)")

@@ -266,7 +266,7 @@ template <typename T> auto numberIn(long min, long max) {
 // *collective receives COLLECTIVE; --np and --store are hidden when the tool
 // does not launch its own ranks, and parseOptions refuses them then.
 inline void defineOptions(CLI::App &app, bool launcher, Options *opts, std::string *collective) {
-    // The last of a repeated flag wins, as with getopt before.
+    // The last of a repeated flag wins, as in nccl-tests: scripts append overrides.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.get_formatter()->column_width(26);
     app.add_option("COLLECTIVE", *collective, "allreduce | reduce_scatter | allgather | broadcast | reduce")
