@@ -1,9 +1,13 @@
 // ccl-bench: measures nnpccl's collectives the way nccl-tests measures
 // NCCL, with the same flags and the same table, so existing habits and
 // parsers work. Run `ccl-bench --help`.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "config.hpp"
 #include "dtype.hpp"
@@ -27,116 +31,180 @@ const CollInfo kColls[] = {
     {"sendrecv", Collective::Send, true},
 };
 
-const char kUsage[] =
-    "usage: ccl-bench COLLECTIVE [options]   or   ccl-bench --soak SECONDS [options]\n"
-    "  COLLECTIVE      allreduce | reduce_scatter | allgather | broadcast | reduce | gather |\n"
-    "                  scatter | alltoall | sendrecv (each rank sends to rank+1 and receives\n"
-    "                  from rank-1 at once; it has no in-place form: those columns say N/A)\n"
-    "  -b, --minbytes  smallest size in bytes (K, M, G suffixes), default 32M\n"
-    "  -e, --maxbytes  largest size, default 32M\n"
-    "  -f, --stepfactor  multiply the size by this each step, default 1 (2 when -e > -b)\n"
-    "  -i, --stepbytes  add this many bytes each step instead\n"
-    "  -n, --iters     timed iterations per size, default 20\n"
-    "  -w, --warmup_iters  untimed iterations first, default 5\n"
-    "  -c, --check     1: verify every result bit for bit (default), 0: do not\n"
-    "  -d, --datatype  int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
-    "  -o, --op        sum prod min max avg\n"
-    "  -r, --root      root rank of broadcast, reduce, gather and scatter, default 0\n"
-    "  -J, --output_file  also write the results as JSON to this file\n"
-    "  --transport T   auto (shm within a host, ofi across hosts), shm, or ofi (libfabric,\n"
-    "                  NNPCCL_OFI_PROVIDER picks the provider); sets NNPCCL_TRANSPORT\n"
-    "  --topo T        plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
-    "                  nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024) or a topology file;\n"
-    "                  sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)\n"
-    "  --soak SECONDS  instead of a sweep: a random mix of every collective, size (up to -e),\n"
-    "                  datatype and op, all checked, then ops, bytes, wrong values, RSS and fds\n"
-    "  --np N          start N ranks on this host; without it the launcher's environment\n"
-    "                  (mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used\n"
-    "  --algo NAME     force algorithm NAME for COLLECTIVE (sets NNPCCL_ALGO=COLLECTIVE:NAME);\n"
-    "                  the call fails if NAME does not apply on the topology\n"
-    "  --explain       run nothing: per size, each algorithm's predicted time and busbw on the\n"
-    "                  topology (--topo, --np ranks), the planner's choice marked, and the bound\n"
-    "  --list-algos    list the algorithms: the collectives each serves, when it applies\n"
-    "  --compare R     per size, every algorithm serving COLLECTIVE forced and the selector's own\n"
-    "                  choice, out of place, each on a communicator of its own, in R rounds of -n\n"
-    "                  calls that take turns; prints each one's median time, the choice, and its\n"
-    "                  forced time over the fastest forced one (the selector's error)\n"
+// The help's text beyond the options: the other modes and how to read the table.
+const char kDescription[] =
+    "ccl-bench COLLECTIVE [options]: time COLLECTIVE over a sweep of sizes, checked bit for bit\n"
+    "ccl-bench COLLECTIVE --explain | --compare ROUNDS [options]: predictions, or every algorithm measured\n"
+    "ccl-bench --soak SECONDS [options]   ccl-bench --list-algos\n";
+const char kFooter[] =
     "The table matches nccl-tests: out-of-place then in-place columns; busbw = algbw x\n"
     "2(n-1)/n for allreduce, (n-1)/n for reduce_scatter, allgather, gather, scatter and\n"
-    "alltoall (size: the whole buffer of n blocks), 1 otherwise.\n";
+    "alltoall (size: the whole buffer of n blocks), 1 otherwise.";
 
+// One line, exit status 2: scripts tell a usage error from a failed run (1).
 [[noreturn]] void usage_error(const std::string &why) {
-    std::fprintf(stderr, "ccl-bench: %s\n%s", why.c_str(), kUsage);
+    std::fprintf(stderr, "ccl-bench: %s (see ccl-bench --help)\n", why.c_str());
     std::exit(2);
 }
 
-size_t parse_size_arg(const char *flag, const char *text) {
-    auto v = nnpccl::parse_size(text);
-    if (!v) usage_error(std::string(flag) + " " + text + " is not a size");
-    return *v;
+// Sizes read as nnpccl reads them (8, 64K, 4M, 1G); the option then gets
+// plain bytes.
+CLI::Validator size_value() {
+    return CLI::Validator(
+        [](std::string &text) {
+            std::optional<size_t> bytes = nnpccl::parse_size(text);
+            if (!bytes) return text + " is not a size (bytes, or with a K, M or G suffix)";
+            text = std::to_string(*bytes);
+            return std::string();
+        },
+        "");
 }
 
-int parse_int_arg(const char *flag, const char *text, int min) {
-    char *end = nullptr;
-    long v = std::strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || v < min || v > 1 << 30)
-        usage_error(std::string(flag) + " " + text + " is not a whole number >= " + std::to_string(min));
-    return static_cast<int>(v);
+// CLI11 reads integers in any base ("010" is 8, "0x10" 16); these flags have
+// always been decimal, so the value is read here and handed on canonical.
+CLI::Validator whole_number(long min) {
+    return CLI::Validator(
+        [min](std::string &text) {
+            errno = 0;
+            char *end = nullptr;
+            long v = std::strtol(text.c_str(), &end, 10);
+            if (text.empty() || *end != '\0' || errno != 0 || v < min || v > 1 << 30)
+                return text + " is not a whole number >= " + std::to_string(min);
+            text = std::to_string(v);
+            return std::string();
+        },
+        "");
+}
+
+const CollInfo *find_collective(const std::string &name) {
+    for (const CollInfo &c : kColls)
+        if (name == c.name) return &c;
+    return nullptr;
 }
 
 Options parse_options(int argc, char **argv) {
     Options o;
-    bool factor_given = false;
-    std::string algo;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        }
-        auto next = [&]() -> const char * {
-            if (i + 1 >= argc) usage_error(a + " needs a value");
-            return argv[++i];
-        };
-        if (a[0] != '-') {
-            if (o.coll != nullptr) usage_error("unexpected argument '" + a + "'");
-            for (const CollInfo &c : kColls)
-                if (a == c.name) o.coll = &c;
-            if (o.coll == nullptr) usage_error("unknown collective '" + a + "'");
-        } else if (a == "-b" || a == "--minbytes") o.min_bytes = parse_size_arg("-b", next());
-        else if (a == "-e" || a == "--maxbytes") o.max_bytes = parse_size_arg("-e", next());
-        else if (a == "-f" || a == "--stepfactor") {
-            o.step_factor = static_cast<size_t>(parse_int_arg("-f", next(), 1));
-            factor_given = true;
-        } else if (a == "-i" || a == "--stepbytes") o.step_bytes = parse_size_arg("-i", next());
-        else if (a == "-n" || a == "--iters") o.iters = parse_int_arg("-n", next(), 1);
-        else if (a == "-w" || a == "--warmup_iters") o.warmup = parse_int_arg("-w", next(), 0);
-        else if (a == "-c" || a == "--check") o.check = parse_int_arg("-c", next(), 0) != 0;
-        else if (a == "-d" || a == "--datatype") {
-            const char *v = next();
-            if (!nnpccl::parse_datatype(v, &o.dt)) usage_error(std::string("unknown datatype '") + v + "'");
-        } else if (a == "-o" || a == "--op") {
-            const char *v = next();
-            if (!nnpccl::parse_redop(v, &o.op)) usage_error(std::string("unknown op '") + v + "'");
-        } else if (a == "-r" || a == "--root") o.root = parse_int_arg("-r", next(), 0);
-        else if (a == "-J" || a == "--output_file") o.json_path = next();
-        else if (a == "--np") o.np = parse_int_arg("--np", next(), 1);
-        else if (a == "--soak") o.soak_seconds = parse_int_arg("--soak", next(), 1);
-        else if (a == "--topo") setenv("NNPCCL_TOPO", next(), 1); // every rank inherits it
-        else if (a == "--algo") algo = next();
-        else if (a == "--explain") o.explain = true;
-        else if (a == "--compare") o.compare_rounds = parse_int_arg("--compare", next(), 1);
-        else if (a == "--list-algos") {
-            nnpccl_bench::print_algorithm_list();
-            std::exit(0);
-        }
-        else if (a == "--transport") {
-            std::string t = next();
-            if (t != "auto" && t != "shm" && t != "ofi") usage_error("--transport " + t + " is not auto, shm or ofi");
-            setenv("NNPCCL_TRANSPORT", t.c_str(), 1); // every rank inherits it
-        }
-        else usage_error("unknown option '" + a + "'");
+    std::string coll_name, algo, topo, transport;
+    int check = 1, soak_seconds = 0;
+    bool list_algos = false;
+
+    CLI::App app{kDescription, "ccl-bench"};
+    app.footer(kFooter);
+    app.get_formatter()->column_width(26);
+    // The last of a repeated flag wins, as it always has: scripts append overrides.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+    std::string names;
+    for (const CollInfo &c : kColls) names += std::string(names.empty() ? "" : ", ") + c.name;
+    app.add_option("COLLECTIVE", coll_name,
+                   "allreduce | reduce_scatter | allgather | broadcast | reduce | gather |\n"
+                   "scatter | alltoall | sendrecv (each rank sends to rank+1 and receives\n"
+                   "from rank-1 at once; it has no in-place form: those columns say N/A)")
+        ->check(CLI::Validator(
+            [names](std::string &name) {
+                return find_collective(name) ? std::string() : "unknown collective '" + name + "' (" + names + ")";
+            },
+            ""))
+        ->type_name("NAME");
+    app.add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes (K, M, G suffixes), default 32M")
+        ->transform(size_value())
+        ->type_name("SIZE");
+    app.add_option("-e,--maxbytes", o.max_bytes, "largest size, default 32M")->transform(size_value())->type_name("SIZE");
+    CLI::Option *factor = app.add_option("-f,--stepfactor", o.step_factor,
+                                         "multiply the size by this each step, default 1 (2 when -e > -b)")
+                              ->transform(whole_number(1))
+                              ->type_name("N");
+    app.add_option("-i,--stepbytes", o.step_bytes, "add this many bytes each step instead")
+        ->transform(size_value())
+        ->type_name("SIZE");
+    app.add_option("-n,--iters", o.iters, "timed iterations per size, default 20")
+        ->transform(whole_number(1))
+        ->type_name("N");
+    app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first, default 5")
+        ->transform(whole_number(0))
+        ->type_name("N");
+    app.add_option("-c,--check", check, "1: verify every result bit for bit (default), 0: do not")
+        ->transform(whole_number(0))
+        ->type_name("0|1");
+    app.add_option_function<std::string>(
+           "-d,--datatype", [&o](const std::string &name) { nnpccl::parse_datatype(name.c_str(), &o.dt); },
+           "int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double")
+        ->check(CLI::Validator(
+            [](std::string &name) {
+                nnpccl_datatype_t dt;
+                return nnpccl::parse_datatype(name.c_str(), &dt) ? std::string() : "unknown datatype '" + name + "'";
+            },
+            ""))
+        ->type_name("TYPE");
+    app.add_option_function<std::string>(
+           "-o,--op", [&o](const std::string &name) { nnpccl::parse_redop(name.c_str(), &o.op); },
+           "sum prod min max avg")
+        ->check(CLI::Validator(
+            [](std::string &name) {
+                nnpccl_redop_t op;
+                return nnpccl::parse_redop(name.c_str(), &op) ? std::string() : "unknown op '" + name + "'";
+            },
+            ""))
+        ->type_name("OP");
+    app.add_option("-r,--root", o.root, "root rank of broadcast, reduce, gather and scatter, default 0")
+        ->transform(whole_number(0))
+        ->type_name("RANK");
+    app.add_option("-J,--output_file", o.json_path, "also write the results as JSON to this file")->type_name("FILE");
+    app.add_option("--transport", transport,
+                   "auto (shm within a host, ofi across hosts), shm, or ofi (libfabric,\n"
+                   "NNPCCL_OFI_PROVIDER picks the provider); sets NNPCCL_TRANSPORT")
+        ->check(CLI::IsMember({"auto", "shm", "ofi"}))
+        ->type_name("T");
+    app.add_option("--topo", topo,
+                   "plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
+                   "nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024) or a topology file;\n"
+                   "sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)")
+        ->type_name("T");
+    app.add_option("--soak", soak_seconds,
+                   "instead of a sweep: a random mix of every collective, size (up to -e),\n"
+                   "datatype and op, all checked, then ops, bytes, wrong values, RSS and fds")
+        ->transform(whole_number(1))
+        ->type_name("SECONDS");
+    app.add_option("--np", o.np,
+                   "start N ranks on this host; without it the launcher's environment\n"
+                   "(mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used")
+        ->transform(whole_number(1))
+        ->type_name("N");
+    app.add_option("--algo", algo,
+                   "force algorithm NAME for COLLECTIVE (sets NNPCCL_ALGO=COLLECTIVE:NAME);\n"
+                   "the call fails if NAME does not apply on the topology")
+        ->type_name("NAME");
+    app.add_flag("--explain", o.explain,
+                 "run nothing: per size, each algorithm's predicted time and busbw on the\n"
+                 "topology (--topo, --np ranks), the planner's choice marked, and the bound");
+    app.add_flag("--list-algos", list_algos, "list the algorithms: the collectives each serves, when it applies");
+    app.add_option("--compare", o.compare_rounds,
+                   "per size, every algorithm serving COLLECTIVE forced and the selector's own\n"
+                   "choice, out of place, each on a communicator of its own, in R rounds of -n\n"
+                   "calls that take turns; prints each one's median time, the choice, and its\n"
+                   "forced time over the fastest forced one (the selector's error)")
+        ->transform(whole_number(1))
+        ->type_name("R");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp &) {
+        std::fputs(app.help().c_str(), stdout);
+        std::exit(0);
+    } catch (const CLI::ParseError &e) {
+        usage_error(e.what());
     }
+
+    if (list_algos) {
+        nnpccl_bench::print_algorithm_list();
+        std::exit(0);
+    }
+    o.check = check != 0;
+    o.soak_seconds = soak_seconds;
+    // Every rank inherits these.
+    if (!topo.empty()) setenv("NNPCCL_TOPO", topo.c_str(), 1);
+    if (!transport.empty()) setenv("NNPCCL_TRANSPORT", transport.c_str(), 1);
+    o.coll = find_collective(coll_name);
     if (o.coll == nullptr && o.soak_seconds == 0) usage_error("name a collective (or --soak SECONDS)");
     if (o.coll == nullptr) o.coll = &kColls[0];
     if (!algo.empty()) {
@@ -153,7 +221,7 @@ Options parse_options(int argc, char **argv) {
             usage_error("--compare needs a collective (not sendrecv, not --soak)");
     }
     if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
-    if (!factor_given && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
+    if (factor->count() == 0 && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
     return o;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "ccl-topo-draw.hpp"
 #include "host.hpp"
 #include "presets.hpp"
@@ -16,19 +18,6 @@
 #include "topology.hpp"
 
 namespace {
-
-const char kUsage[] =
-    "usage: ccl-topo [options]\n"
-    "  --topo NAME|FILE   the machine: a preset or a JSON topology file (default: flat)\n"
-    "  --np N             ranks to place on it (default: one per chip; flat: this host's cores)\n"
-    "  --size BYTES       message size for the allreduce lower bound, K/M/G suffixes (default 1M)\n"
-    "  --icl-latency US   ICL latency per hop in microseconds (default 1)\n"
-    "  --svg FILE         also draw the machine and its rings to FILE\n"
-    "  --dot              print a Graphviz graph instead of the summary\n"
-    "  --json             print the machine as a topology file instead of the summary\n"
-    "  --no-host          leave out the host summary\n"
-    "  -h, --help         this text\n"
-    "presets:\n";
 
 struct Options {
     std::string topo = "flat";
@@ -38,7 +27,7 @@ struct Options {
     std::string svg_path;
     bool dot = false;
     bool json = false;
-    bool host = true;
+    bool no_host = false;
 };
 
 // Usage errors and malformed input: one line on stderr, exit status 2.
@@ -47,6 +36,8 @@ struct Options {
     std::exit(2);
 }
 
+// Unlike nnpccl::parse_size, ccl-topo has always taken fractions ("1.5M")
+// and a lower-case k.
 bool parse_size(const std::string &text, size_t *out) {
     char *end = nullptr;
     double v = std::strtod(text.c_str(), &end);
@@ -62,57 +53,66 @@ bool parse_size(const std::string &text, size_t *out) {
 
 Options parse_args(int argc, char **argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i], value;
-        bool has_value = false;
-        size_t eq = arg.find('=');
-        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg = arg.substr(0, eq);
-            has_value = true;
-        }
-        auto take = [&]() {
-            if (has_value) return value;
-            if (i + 1 >= argc) usage_error(arg + " needs a value (see --help)");
-            return std::string(argv[++i]);
-        };
-        if (arg == "-h" || arg == "--help") {
-            std::printf("%s%s", kUsage, nnpccl::describe_presets().c_str());
-            std::exit(0);
-        } else if (arg == "--topo") {
-            o.topo = take();
-        } else if (arg == "--np") {
-            std::string v = take();
-            char *end = nullptr;
-            long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end != '\0' || n < 1 || n > 1 << 20)
-                usage_error("--np needs a positive rank count, got '" + v + "'");
-            o.np = static_cast<int>(n);
-        } else if (arg == "--size") {
-            std::string v = take();
-            if (!parse_size(v, &o.size))
-                usage_error("--size needs a byte count such as 1048576 or 64M, got '" + v + "'");
-        } else if (arg == "--icl-latency") {
-            std::string v = take();
-            char *end = nullptr;
-            o.icl_latency_us = std::strtod(v.c_str(), &end);
-            if (v.empty() || *end != '\0' || !(o.icl_latency_us >= 0))
-                usage_error("--icl-latency needs microseconds >= 0, got '" + v + "'");
-        } else if (arg == "--svg") {
-            o.svg_path = take();
-        } else if (arg == "--dot") {
-            o.dot = true;
-        } else if (arg == "--json") {
-            o.json = true;
-        } else if (arg == "--no-host") {
-            o.host = false;
-        } else {
-            usage_error("unknown argument '" + std::string(argv[i]) + "' (see --help)");
-        }
-        if (has_value && (arg == "--dot" || arg == "--json" || arg == "--no-host" || arg == "--help"))
-            usage_error(arg + " takes no value");
+    CLI::App app{"Shows the host and the machine nnpccl plans on: chips, links, placement, rings, trees and\n"
+                 "the allreduce lower bound; draws it (--svg, --dot) or prints it as a topology file (--json).\n",
+                 "ccl-topo"};
+    app.footer("presets:\n" + nnpccl::describe_presets());
+    app.get_formatter()->column_width(24);
+    // The last of a repeated flag wins, as in ccl-bench: scripts append overrides.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+    app.add_option("--topo", o.topo, "the machine: a preset or a JSON topology file (default: flat)")
+        ->type_name("NAME|FILE");
+    app.add_option("--np", o.np, "ranks to place on it (default: one per chip; flat: this host's cores)")
+        ->transform(CLI::Validator(
+            [](std::string &text) {
+                // Decimal only: CLI11 alone would read "010" as octal.
+                char *end = nullptr;
+                long n = std::strtol(text.c_str(), &end, 10);
+                if (text.empty() || *end != '\0' || n < 1 || n > 1 << 20)
+                    return "needs a positive rank count, got '" + text + "'";
+                text = std::to_string(n);
+                return std::string();
+            },
+            ""))
+        ->type_name("N");
+    app.add_option_function<std::string>(
+           "--size", [&o](const std::string &text) { parse_size(text, &o.size); },
+           "message size for the allreduce lower bound, K/M/G suffixes (default 1M)")
+        ->check(CLI::Validator(
+            [](std::string &text) {
+                size_t bytes = 0;
+                return parse_size(text, &bytes) ? std::string()
+                                                : "needs a byte count such as 1048576 or 64M, got '" + text + "'";
+            },
+            ""))
+        ->type_name("BYTES");
+    app.add_option("--icl-latency", o.icl_latency_us, "ICL latency per hop in microseconds (default 1)")
+        ->check(CLI::Validator(
+            [](std::string &text) {
+                char *end = nullptr;
+                double us = std::strtod(text.c_str(), &end);
+                return !text.empty() && *end == '\0' && us >= 0 ? std::string()
+                                                                 : "needs microseconds >= 0, got '" + text + "'";
+            },
+            ""))
+        ->type_name("US");
+    app.add_option("--svg", o.svg_path, "also draw the machine and its rings to FILE")->type_name("FILE");
+    CLI::Option *dot = app.add_flag("--dot", o.dot, "print a Graphviz graph instead of the summary");
+    CLI::Option *json = app.add_flag("--json", o.json, "print the machine as a topology file instead of the summary");
+    app.add_flag("--no-host", o.no_host, "leave out the host summary");
+    // Both replace the summary; which one was meant is not ours to guess.
+    dot->excludes(json);
+    for (CLI::Option *flag : {dot, json, app.get_option("--no-host")}) flag->disable_flag_override();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp &) {
+        std::fputs(app.help().c_str(), stdout);
+        std::exit(0);
+    } catch (const CLI::ParseError &e) {
+        usage_error(std::string(e.what()) + " (see --help)");
     }
-    if (o.dot && o.json) usage_error("--dot and --json both replace the summary; give one");
     return o;
 }
 
@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
                    stdout);
         return 0;
     }
-    if (o.host) {
+    if (!o.no_host) {
         if (have_host)
             std::fputs(nnpccl::describe_host(host).c_str(), stdout);
         else

@@ -303,9 +303,11 @@ int main(int argc, char **argv) {
     Options opts;
     std::string error;
     if (!parseOptions(argc, argv, /*acceptLauncherFlags=*/true, &opts, &error)) {
+        // An error is one line; the whole help only when asked for.
         if (!error.empty())
-            std::fprintf(stderr, "gloo-bench: %s\n", error.c_str());
-        printUsage("gloo-bench", /*launcher=*/true);
+            std::fprintf(stderr, "gloo-bench: %s (see --help)\n", error.c_str());
+        else
+            printUsage("gloo-bench", /*launcher=*/true);
         return error.empty() ? 0 : 2;
     }
     if (opts.collective == Collective::ReduceScatter) {

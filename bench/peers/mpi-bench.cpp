@@ -176,9 +176,11 @@ int main(int argc, char **argv) {
     std::string error;
     if (!parseOptions(argc, argv, /*acceptLauncherFlags=*/false, &opts, &error)) {
         if (rank == 0) {
+            // An error is one line; the whole help only when asked for.
             if (!error.empty())
-                std::fprintf(stderr, "mpi-bench: %s\n", error.c_str());
-            printUsage("mpi-bench", /*launcher=*/false);
+                std::fprintf(stderr, "mpi-bench: %s (see --help)\n", error.c_str());
+            else
+                printUsage("mpi-bench", /*launcher=*/false);
         }
         MPI_Finalize();
         return error.empty() ? 0 : 2;

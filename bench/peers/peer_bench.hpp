@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include <getopt.h>
+#include <CLI/CLI.hpp>
 
 namespace peer_bench {
 
@@ -233,127 +233,119 @@ inline bool parseInt(const char *text, long min, long max, long *out) {
     return true;
 }
 
-inline void printUsage(const char *tool, bool launcher) {
-    std::fprintf(stderr,
-                 "usage: %s COLLECTIVE [flags]\n"
-                 "  COLLECTIVE        allreduce | reduce_scatter | allgather | broadcast | reduce\n"
-                 "  -b, --minbytes N  smallest size (default 32M; suffixes K M G = powers of 1024)\n"
-                 "  -e, --maxbytes N  largest size (default 32M)\n"
-                 "  -f, --stepfactor  multiply the size by this between rows (default 2)\n"
-                 "  -i, --stepbytes   add this between rows when -f is 1 (default 1M)\n"
-                 "  -n, --iters       timed iterations per row (default 20)\n"
-                 "  -w, --warmup_iters untimed iterations before each timed block (default 5)\n"
-                 "  -d, --datatype    int8 uint8 int32 uint32 int64 uint64 float double (default float)\n"
-                 "  -o, --op          sum prod min max (default sum)\n"
-                 "  -r, --root        root of broadcast and reduce (default 0)\n"
-                 "  -c, --check 0|1   verify every element bit for bit (default 1)\n",
-                 tool);
-    if (launcher)
-        std::fprintf(stderr,
-                     "  --np N            fork N local ranks (otherwise RANK/WORLD_SIZE or the\n"
-                     "                    OMPI_COMM_WORLD_*, PMI_*, SLURM_* variables name this rank)\n"
-                     "  --store DIR       empty directory shared by all ranks for the rendezvous\n"
-                     "                    (without --np; default $GLOO_BENCH_STORE)\n");
+// An option whose text `parse(text, &value)` reads into *target; `error`
+// starts the message when it cannot. Checked before stored, so a bad value
+// leaves *target alone.
+template <typename T, typename Parse>
+CLI::Option *addParsed(CLI::App &app, const std::string &flags, T *target, Parse parse, const std::string &error,
+                       const std::string &help, const std::string &typeName) {
+    return app
+        .add_option_function<std::string>(
+            flags, [target, parse](const std::string &text) { parse(text.c_str(), target); }, help)
+        ->check(CLI::Validator(
+            [parse, error](std::string &text) {
+                T scratch{};
+                return parse(text.c_str(), &scratch) ? std::string() : error + text;
+            },
+            ""))
+        ->type_name(typeName);
 }
 
-// argv[optind..] holds COLLECTIVE in any position (getopt_long permutes).
-// Returns false and fills *error when the command line is wrong.
+// A parser of whole numbers in [min, max] into an int or a size_t.
+template <typename T> auto numberIn(long min, long max) {
+    return [min, max](const char *text, T *out) {
+        long value = 0;
+        if (!parseInt(text, min, max, &value))
+            return false;
+        *out = static_cast<T>(value);
+        return true;
+    };
+}
+
+// The flags of both peers, defined once for parsing and for --help.
+// *collective receives COLLECTIVE; --np and --store are hidden when the tool
+// does not launch its own ranks, and parseOptions refuses them then.
+inline void defineOptions(CLI::App &app, bool launcher, Options *opts, std::string *collective) {
+    // The last of a repeated flag wins, as in nccl-tests: scripts append overrides.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.get_formatter()->column_width(26);
+    app.add_option("COLLECTIVE", *collective, "allreduce | reduce_scatter | allgather | broadcast | reduce")
+        ->required()
+        ->check(CLI::Validator(
+            [](std::string &text) {
+                Collective c;
+                return parseCollective(text.c_str(), &c) ? std::string() : "unknown collective: " + text;
+            },
+            ""))
+        ->type_name("NAME");
+    addParsed(app, "-b,--minbytes", &opts->minBytes, parseBytes, "not a size: ",
+              "smallest size (default 32M; suffixes K M G = powers of 1024)", "SIZE");
+    addParsed(app, "-e,--maxbytes", &opts->maxBytes, parseBytes, "not a size: ", "largest size (default 32M)", "SIZE");
+    addParsed(app, "-f,--stepfactor", &opts->stepFactor, numberIn<size_t>(1, 1 << 20),
+              "not a whole number in [1, 1048576]: ", "multiply the size by this between rows (default 2)", "N");
+    addParsed(
+        app, "-i,--stepbytes", &opts->stepBytes,
+        [](const char *text, size_t *out) { return parseBytes(text, out) && *out > 0; }, "not a size above 0: ",
+        "add this between rows when -f is 1 (default 1M)", "SIZE");
+    addParsed(app, "-n,--iters", &opts->iters, numberIn<int>(1, INT_MAX), "not a whole number >= 1: ",
+              "timed iterations per row (default 20)", "N");
+    addParsed(app, "-w,--warmup_iters", &opts->warmupIters, numberIn<int>(0, INT_MAX), "not a whole number >= 0: ",
+              "untimed iterations before each timed block (default 5)", "N");
+    addParsed(app, "-d,--datatype", &opts->dtype, parseDtype, "unsupported datatype: ",
+              "int8 uint8 int32 uint32 int64 uint64 float double (default float)", "TYPE");
+    addParsed(app, "-o,--op", &opts->op, parseRedOp, "unsupported op: ", "sum prod min max (default sum)", "OP");
+    addParsed(app, "-r,--root", &opts->root, numberIn<int>(0, INT_MAX), "not a whole number >= 0: ",
+              "root of broadcast and reduce (default 0)", "RANK");
+    addParsed(
+        app, "-c,--check", &opts->check,
+        [](const char *text, bool *out) {
+            long value = 0;
+            if (!parseInt(text, 0, 1, &value))
+                return false;
+            *out = value != 0;
+            return true;
+        },
+        "not 0 or 1: ", "verify every element bit for bit (default 1)", "0|1");
+    const char *group = launcher ? "Options" : "";
+    addParsed(app, "--np", &opts->launchRanks, numberIn<int>(1, 4096), "not a rank count in [1, 4096]: ",
+              "fork N local ranks (otherwise RANK/WORLD_SIZE or the\n"
+              "OMPI_COMM_WORLD_*, PMI_*, SLURM_* variables name this rank)",
+              "N")
+        ->group(group);
+    app.add_option("--store", opts->storeDir,
+                   "empty directory shared by all ranks for the rendezvous\n"
+                   "(without --np; default $GLOO_BENCH_STORE)")
+        ->type_name("DIR")
+        ->group(group);
+}
+
+inline void printUsage(const char *tool, bool launcher) {
+    CLI::App app{"Times COLLECTIVE over a sweep of sizes, as ccl-bench does, each result checked bit for bit.\n",
+                 tool};
+    Options opts;
+    std::string collective;
+    defineOptions(app, launcher, &opts, &collective);
+    std::fputs(app.help().c_str(), stderr);
+}
+
+// Returns false and fills *error when the command line is wrong; with an
+// empty *error when it asks for --help.
 inline bool parseOptions(int argc, char **argv, bool acceptLauncherFlags, Options *opts,
                          std::string *error) {
-    enum { kNp = 1000, kStore };
-    static const option kLong[] = {
-        {"minbytes", required_argument, nullptr, 'b'},
-        {"maxbytes", required_argument, nullptr, 'e'},
-        {"stepfactor", required_argument, nullptr, 'f'},
-        {"stepbytes", required_argument, nullptr, 'i'},
-        {"iters", required_argument, nullptr, 'n'},
-        {"warmup_iters", required_argument, nullptr, 'w'},
-        {"datatype", required_argument, nullptr, 'd'},
-        {"op", required_argument, nullptr, 'o'},
-        {"root", required_argument, nullptr, 'r'},
-        {"check", required_argument, nullptr, 'c'},
-        {"help", no_argument, nullptr, 'h'},
-        {"np", required_argument, nullptr, kNp},
-        {"store", required_argument, nullptr, kStore},
-        {nullptr, 0, nullptr, 0},
-    };
-    opterr = 0; // we print our own message
-    optind = 1;
-    int flag;
-    long number = 0;
-    while ((flag = getopt_long(argc, argv, "b:e:f:i:n:w:d:o:r:c:h", kLong, nullptr)) != -1) {
-        const std::string badValue = std::string("bad value for -") + static_cast<char>(flag) + ": " +
-                                     (optarg != nullptr ? optarg : "");
-        switch (flag) {
-        case 'b':
-            if (!parseBytes(optarg, &opts->minBytes))
-                return *error = badValue, false;
-            break;
-        case 'e':
-            if (!parseBytes(optarg, &opts->maxBytes))
-                return *error = badValue, false;
-            break;
-        case 'f':
-            if (!parseInt(optarg, 1, 1 << 20, &number))
-                return *error = badValue, false;
-            opts->stepFactor = static_cast<size_t>(number);
-            break;
-        case 'i':
-            if (!parseBytes(optarg, &opts->stepBytes) || opts->stepBytes == 0)
-                return *error = badValue, false;
-            break;
-        case 'n':
-            if (!parseInt(optarg, 1, INT_MAX, &number))
-                return *error = badValue, false;
-            opts->iters = static_cast<int>(number);
-            break;
-        case 'w':
-            if (!parseInt(optarg, 0, INT_MAX, &number))
-                return *error = badValue, false;
-            opts->warmupIters = static_cast<int>(number);
-            break;
-        case 'd':
-            if (!parseDtype(optarg, &opts->dtype))
-                return *error = std::string("unsupported datatype: ") + optarg, false;
-            break;
-        case 'o':
-            if (!parseRedOp(optarg, &opts->op))
-                return *error = std::string("unsupported op: ") + optarg, false;
-            break;
-        case 'r':
-            if (!parseInt(optarg, 0, INT_MAX, &number))
-                return *error = badValue, false;
-            opts->root = static_cast<int>(number);
-            break;
-        case 'c':
-            if (!parseInt(optarg, 0, 1, &number))
-                return *error = badValue, false;
-            opts->check = number != 0;
-            break;
-        case kNp:
-        case kStore:
-            if (!acceptLauncherFlags)
-                return *error = std::string("--") + (flag == kNp ? "np" : "store") +
-                                " is not for this tool; use its launcher (mpirun -np N)",
-                       false;
-            if (flag == kStore) {
-                opts->storeDir = optarg;
-            } else if (parseInt(optarg, 1, 4096, &number)) {
-                opts->launchRanks = static_cast<int>(number);
-            } else {
-                return *error = std::string("bad value for --np: ") + optarg, false;
-            }
-            break;
-        case 'h':
-            return *error = "", false;
-        default:
-            return *error = std::string("unknown flag or missing value: ") + argv[optind - 1], false;
-        }
+    CLI::App app;
+    std::string collective;
+    defineOptions(app, acceptLauncherFlags, opts, &collective);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp &) {
+        return *error = "", false;
+    } catch (const CLI::ParseError &e) {
+        return *error = e.what(), false;
     }
-    if (optind != argc - 1)
-        return *error = "expected exactly one COLLECTIVE argument", false;
-    if (!parseCollective(argv[optind], &opts->collective))
-        return *error = std::string("unknown collective: ") + argv[optind], false;
+    for (const char *flag : {"--np", "--store"})
+        if (!acceptLauncherFlags && app.get_option(flag)->count() > 0)
+            return *error = std::string(flag) + " is not for this tool; use its launcher (mpirun -np N)", false;
+    parseCollective(collective.c_str(), &opts->collective);
     if (opts->minBytes > opts->maxBytes)
         return *error = "-b is larger than -e", false;
     return true;
