@@ -412,13 +412,8 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     stop_init(comm);
     Status st;
     if (comm->init_state.load() == nnpccl_comm::InitState::Ready) {
-        st = comm->engine->drain();
         // The last messages may still be leaving this rank: let them go first.
-        Deadline deadline = Deadline::after_seconds(comm->settings.timeout_sec);
-        for (Transport *t : comm->active_transports()) {
-            Status flushed = st.is_ok() ? t->flush(deadline) : Status::ok();
-            if (!flushed) st = flushed;
-        }
+        st = comm->engine->close(Deadline::after_seconds(comm->settings.timeout_sec));
         comm->bootstrap->say_goodbye();
     }
     guard.release();

@@ -106,10 +106,24 @@ Status Engine::wait(Operation &op) {
     return op.result;
 }
 
-Status Engine::drain() {
+Status Engine::close(const Deadline &deadline) {
+    {
+        std::lock_guard<std::mutex> driving(drive_mutex_);
+        drive(nullptr);
+    }
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        stopping_ = true;
+    }
+    queue_changed_.notify_all();
+    if (progress_thread_.joinable()) progress_thread_.join();
     std::lock_guard<std::mutex> driving(drive_mutex_);
-    drive(nullptr);
-    return failure();
+    Status st = failure();
+    for (Transport *t : transports_) {
+        Status flushed = st ? t->flush(deadline) : Status::ok();
+        if (!flushed) st = flushed;
+    }
+    return st;
 }
 
 Status Engine::failure() const {

@@ -91,8 +91,12 @@ public:
     void submit(const std::shared_ptr<Operation> &op, bool background);
     // Drives until `op` has finished; returns its result.
     Status wait(Operation &op);
-    // Drives until the queue is empty (used by destroy).
-    Status drain();
+    // Destroy's end of the engine: drives until the queue is empty, stops the
+    // progress thread, then waits (until `deadline`) for the last messages
+    // to leave every transport. The flush runs under the drive lock with no
+    // progress thread left, since no transport may be driven by two
+    // threads at once.
+    Status close(const Deadline &deadline);
     // Fails every queued and future operation with `why` and tells peers.
     // Safe from any thread.
     void abort(const Status &why);

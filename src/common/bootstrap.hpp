@@ -3,6 +3,7 @@
 // host identity and transport addresses) and for out-of-band agreement.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +47,8 @@ private:
     Bootstrap(int fd, int rank, int nranks, std::string root_name, const StopSignal *stop)
         : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)), stop_(stop) {}
     int fd_;
-    bool root_gone_ = false;
+    // Set by whichever thread first hears the root close; read by all.
+    std::atomic<bool> root_gone_{false};
     int rank_;
     int nranks_;
     std::string root_name_;
