@@ -69,6 +69,11 @@ bool Engine::sends_pending() const {
 void Engine::finish_pending_sends() {
     // Poll in short turns, holding the drive lock only for the poll itself,
     // so a caller who wants to drive is never kept waiting behind a sleep.
+    // Messages that cannot leave (their peer died, or stopped reading) end
+    // in an error as an operation's wait would: liveness every
+    // kLivenessPeriod, NNPCCL_TIMEOUT without any transport event.
+    uint64_t seen = event_count();
+    Clock::time_point last_event = Clock::now(), last_check = last_event;
     while (true) {
         {
             std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
@@ -79,6 +84,25 @@ void Engine::finish_pending_sends() {
             }
             if (failed_.load() || !sends_pending()) return;
             for (Transport *t : transports_) t->poll();
+            const Clock::time_point now = Clock::now();
+            if (const uint64_t events = event_count(); events != seen) {
+                seen = events;
+                last_event = now;
+            }
+            if (now - last_check >= kLivenessPeriod) {
+                last_check = now;
+                Status peers = job_check_ ? job_check_() : Status::ok();
+                for (Transport *t : transports_)
+                    if (peers) peers = t->check_peers();
+                if (peers && now - last_event >= std::chrono::seconds(timeout_sec_))
+                    peers = timeout_error("the last messages of this rank's operations have not left for %d s "
+                                          "(NNPCCL_TIMEOUT)",
+                                          timeout_sec_);
+                if (!peers) {
+                    fail_locked_queue(peers);
+                    return;
+                }
+            }
         }
         std::unique_lock<std::mutex> lock(queue_mutex_);
         queue_changed_.wait_for(lock, std::chrono::microseconds(50), [this] { return stopping_ || !queue_.empty(); });
@@ -177,20 +201,14 @@ void Engine::abort(const Status &why) {
     }
     for (Transport *t : transports_) t->announce_abort(why.code());
     if (first && failure_hook_) failure_hook_(why);
-    // A driver, if there is one, notices within one sleep slice and fails
-    // the queue itself; otherwise do it here.
-    while (true) {
-        std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
-        if (driving.owns_lock()) {
-            fail_locked_queue(why);
-            return;
-        }
-        {
-            std::lock_guard<std::mutex> lock(queue_mutex_);
-            if (queue_.empty()) return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    // With nobody driving, fail the queue here. Otherwise leave it to the
+    // driver, which checks failed_ on every turn (at most a sleep slice
+    // apart): a queued operation always has one, its blocking caller or the
+    // progress thread, so waiting here for the drive lock would only wait
+    // for that.
+    std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
+    if (driving.owns_lock()) fail_locked_queue(why);
+    queue_changed_.notify_all();
 }
 
 uint64_t Engine::event_count() const {
