@@ -3,8 +3,8 @@
 // makes every reduction exact in any order, and the nccl-tests report format.
 //
 // Nothing here talks to MPI or Gloo, so both peers print rows that line up
-// column for column with each other and with ccl-bench (see DESIGN.md,
-// "Benchmark output (ccl-bench)"). Header-only because each peer is a single
+// column for column with each other and with ccl-bench (docs/design.md,
+// "Benchmark output"). Header-only because each peer is a single
 // executable and neither may depend on the library under test.
 #pragma once
 
