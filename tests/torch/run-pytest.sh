@@ -11,7 +11,7 @@ tests_dir=$3
 
 skip() {
     if [ "${CI:-}" = true ]; then
-        echo "FAIL: $1; CI=true needs the PyTorch backend tested (tools/install-deps installs torch)" >&2
+        echo "FAIL: $1; CI=true needs the PyTorch backend tested (tools/install-deps --torch installs what it needs)" >&2
         exit 1
     fi
     echo "SKIP: $1"
