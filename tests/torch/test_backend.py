@@ -69,7 +69,7 @@ def test_killed_rank_fails_the_others_within_5_s():
         delay, msg = result
         assert delay is not None, f"rank {rank}: {msg}"
         assert delay < 5.0, f"rank {rank} learned of the death after {delay:.2f} s: {msg}"
-        assert "nnpccl error" in msg, f"rank {rank}: the error is not nnpccl's: {msg}"
+        assert "nnpccl error" in msg and f"rank {victim}" in msg, f"rank {rank}: the error is not nnpccl's naming rank {victim}: {msg}"
 
 
 TORCHRUN_SCRIPT = r"""
