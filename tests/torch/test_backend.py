@@ -72,6 +72,14 @@ def test_killed_rank_fails_the_others_within_5_s():
         assert "nnpccl error" in msg and f"rank {victim}" in msg, f"rank {rank}: the error is not nnpccl's naming rank {victim}: {msg}"
 
 
+def test_torch_multiprocessing_spawn(tmp_path):
+    import torch.multiprocessing
+
+    torch.multiprocessing.spawn(workers.spawned, args=(2, harness.free_port(), str(tmp_path)), nprocs=2)
+    for rank in range(2):
+        assert (tmp_path / f"rank{rank}").read_text() == "[1.5, 1.5, 1.5]"
+
+
 TORCHRUN_SCRIPT = r"""
 import torch, torch.distributed as dist
 import nnpccl_torch

@@ -423,3 +423,16 @@ def killed(rank, world, victim):
         dist.destroy_process_group()
         return failed_at - killed_at, msg
     return None, "training finished although a rank died"
+
+
+def spawned(rank, world, port, out_dir):
+    """torch.multiprocessing.spawn's entry: init, one all_reduce, destroy;
+    the result goes to a file, as spawn returns nothing."""
+    os.environ["NNPCCL_SOCKET_IFNAME"] = "lo"
+    torch.set_num_threads(1)
+    dist.init_process_group("nnpccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    t = torch.full((3,), float(rank + 1))
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    dist.destroy_process_group()
+    with open(os.path.join(out_dir, f"rank{rank}"), "w") as f:
+        f.write(repr(t.tolist()))
