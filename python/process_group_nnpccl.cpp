@@ -283,6 +283,7 @@ void ProcessGroupNnpccl::completionLoop() {
 c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::broadcast(std::vector<at::Tensor> &tensors,
                                                                const ::c10d::BroadcastOptions &opts) {
     const at::Tensor &t = single(tensors, "broadcast");
+    TORCH_CHECK(opts.rootTensor == 0, "nnpccl backend: broadcast's root tensor must be 0 (one tensor per process)");
     nnpccl_datatype_t dtype = checkTensor(t, "the broadcast tensor");
     auto work = c10::make_intrusive<WorkNnpccl>(rank_, ::c10d::OpType::BROADCAST, tensors);
     return submit(work, [&] {
@@ -330,6 +331,7 @@ ProcessGroupNnpccl::allreduce_coalesced(std::vector<at::Tensor> &tensors,
 c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::reduce(std::vector<at::Tensor> &tensors,
                                                             const ::c10d::ReduceOptions &opts) {
     const at::Tensor &t = single(tensors, "reduce");
+    TORCH_CHECK(opts.rootTensor == 0, "nnpccl backend: reduce's root tensor must be 0 (one tensor per process)");
     nnpccl_datatype_t dtype = checkTensor(t, "the reduce tensor");
     nnpccl_redop_t op = toNnpccl(opts.reduceOp);
     auto work = c10::make_intrusive<WorkNnpccl>(rank_, ::c10d::OpType::REDUCE, tensors);
