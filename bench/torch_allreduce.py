@@ -102,7 +102,9 @@ def ddp_step_time(group, steps, rounds, gloo):
 
 
 def run(rank, world, port, args):
+    # Local ranks: both backends over loopback, Gloo included.
     os.environ.setdefault("NNPCCL_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     dist.init_process_group("nnpccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=300))

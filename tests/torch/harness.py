@@ -21,6 +21,8 @@ def free_port():
 
 def _child(fn, rank, world, port, results, args):
     os.environ["NNPCCL_SOCKET_IFNAME"] = "lo"
+    # Gloo, the reference, would otherwise listen on the host name's address.
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     try:

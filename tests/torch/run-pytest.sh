@@ -21,5 +21,5 @@ skip() {
 [ -n "$module_dir" ] || skip "the nnpccl_torch module was not built (meson option torch; it needs g++, libtorch-dev, pybind11-dev and torch in $python)"
 "$python" -c "import pytest" 2>/dev/null || skip "$python has no pytest (apt-get install python3-pytest)"
 export PYTHONPATH="$module_dir${PYTHONPATH:+:$PYTHONPATH}"
-export NNPCCL_SOCKET_IFNAME=lo
+export NNPCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo
 exec "$python" -m pytest -p no:cacheprovider -q -W ignore::UserWarning "$tests_dir"

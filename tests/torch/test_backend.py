@@ -96,7 +96,7 @@ print("rank", dist.get_rank() if dist.is_initialized() else "done", "ok")
 def test_torchrun(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TORCHRUN_SCRIPT)
-    env = dict(os.environ, NNPCCL_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    env = dict(os.environ, NNPCCL_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     # torch 1.13's torchrun cannot parse its own default --redirects 0 and
     # --tee 0 on Python 3.11 (flag enums no longer list 0 as a member),
     # which is Debian 12's; stdout through tee parses, and keeps the output.

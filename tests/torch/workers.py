@@ -429,6 +429,7 @@ def spawned(rank, world, port, out_dir):
     """torch.multiprocessing.spawn's entry: init, one all_reduce, destroy;
     the result goes to a file, as spawn returns nothing."""
     os.environ["NNPCCL_SOCKET_IFNAME"] = "lo"
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
     dist.init_process_group("nnpccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     t = torch.full((3,), float(rank + 1))
