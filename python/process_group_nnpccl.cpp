@@ -154,10 +154,16 @@ void WorkNnpccl::complete(std::exception_ptr error) {
     copyOut_ = nullptr;
     // The future first, as ProcessGroupGloo does: once wait() returns, the
     // future's callbacks (DDP's) have run too.
-    if (error)
-        future_->setError(error);
-    else
-        future_->markCompleted(c10::IValue(outputs_));
+    try {
+        if (error)
+            future_->setError(error);
+        else
+            future_->markCompleted(c10::IValue(outputs_));
+    } catch (const std::exception &e) {
+        // A callback's exception (callbacks run inline here) must not end
+        // the thread that completes every later Work of the group.
+        TORCH_WARN("nnpccl backend: a callback of a collective's future raised: ", e.what());
+    }
     finish(error);
 }
 
