@@ -352,9 +352,15 @@ class MLP(torch.nn.Module):
         return self.net(x)
 
 
-def train_ddp(rank, group, steps, die_at=None):
+def train_ddp(rank, group, steps, die_at=None, python_hook=False):
     torch.manual_seed(1234 + rank)  # DDP must make the replicas equal itself
     model = torch.nn.parallel.DistributedDataParallel(MLP(), process_group=group, bucket_cap_mb=0.01)
+    if python_hook:
+        # Its future's then() callback is Python, run on the backend's
+        # completion thread, which must then take the GIL.
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        model.register_comm_hook(group, default_hooks.allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(99 + rank)
     for step in range(steps):
@@ -369,15 +375,22 @@ def train_ddp(rank, group, steps, die_at=None):
 
 
 def ddp(rank, world):
-    """50 steps of DDP over nnpccl and over Gloo: bit-identical parameters."""
+    """50 steps of DDP over nnpccl and over Gloo: bit-identical parameters.
+    Also with DDP's Python allreduce hook, which computes the same."""
     gloo = dist.new_group(backend="gloo")
     ours = train_ddp(rank, None, 50)
     theirs = train_ddp(rank, gloo, 50)
+    hooked = train_ddp(rank, None, 50, python_hook=True)
     f = []
-    mine = torch.cat([p.detach().reshape(-1) for p in ours.parameters()])
-    ref = torch.cat([p.detach().reshape(-1) for p in theirs.parameters()])
+
+    def flat(model):
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    mine, ref = flat(ours), flat(theirs)
     if not torch.equal(mine, ref):
         f.append(f"rank {rank}: nnpccl and Gloo parameters differ in {(mine != ref).sum().item()} of {mine.numel()} values")
+    if not torch.equal(flat(hooked), ref):
+        f.append(f"rank {rank}: with the Python comm hook, parameters differ from Gloo's")
     everyone = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(everyone, mine, group=gloo)
     for r in range(world):
