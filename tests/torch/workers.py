@@ -2,6 +2,7 @@
 ranks can import it by name)."""
 
 import datetime
+import gc
 import os
 import signal
 import threading
@@ -321,6 +322,9 @@ def groups(rank, world, next_port):
     if dist.get_backend(everyone) != "nnpccl":
         f.append(f"rank {rank}: backend of new_group is {dist.get_backend(everyone)}")
     dist.destroy_process_group()
+    del pair, everyone
+    gc.collect()
+    fds = len(os.listdir("/proc/self/fd"))
 
     # A second default group, on a new store.
     os.environ["MASTER_PORT"] = str(next_port)
@@ -340,6 +344,13 @@ def groups(rank, world, next_port):
             f.append(f"rank 0: the 2 s timeout fired after {took:.1f} s")
     dist.barrier()
     dist.destroy_process_group()
+    # Destroying the groups closed everything they opened (sockets, memfds,
+    # eventfds), even the communicator that had failed.
+    del short
+    gc.collect()
+    left = len(os.listdir("/proc/self/fd")) - fds
+    if left > 0:
+        f.append(f"rank {rank}: {left} more file descriptors open after a second init and destroy")
     return f
 
 
