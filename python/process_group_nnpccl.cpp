@@ -547,8 +547,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::alltoall_base(at::Tensor &o
     };
     std::vector<int64_t> inRows = rows(inputSplits, input, "input");
     std::vector<int64_t> outRows = rows(outputSplits, output, "output");
-    int64_t inRowElems = input.size(0) == 0 ? 0 : input.numel() / input.size(0);
-    int64_t outRowElems = output.size(0) == 0 ? 0 : output.numel() / output.size(0);
+    // Splits count rows, so a row must hold as many elements on both sides.
+    auto rowElems = [](const at::Tensor &t) { return t.numel() / std::max<int64_t>(t.size(0), 1); };
+    int64_t inRowElems = input.size(0) == 0 ? rowElems(output) : rowElems(input);
+    int64_t outRowElems = output.size(0) == 0 ? inRowElems : rowElems(output);
+    TORCH_CHECK(inRowElems == outRowElems, "nnpccl backend: alltoall input rows hold ", inRowElems,
+                " elements but output rows ", outRowElems);
     size_t item = input.element_size();
     std::vector<const char *> sendPtrs(static_cast<size_t>(size_));
     std::vector<char *> recvPtrs(static_cast<size_t>(size_));

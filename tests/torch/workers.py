@@ -261,6 +261,7 @@ def unsupported(rank, world):
     _expect_error(f, "non-contiguous", lambda: dist.all_reduce(torch.zeros(8)[::2]), "not contiguous")
     _expect_error(f, "send tag", lambda: dist.send(torch.zeros(2), (rank + 1) % world, tag=5), "tag 5")
     _expect_error(f, "all_gather size", lambda: dist.all_gather([torch.zeros(3)] * world, torch.zeros(2)), "elements")
+    _expect_error(f, "all_to_all_single rows", lambda: dist.all_to_all_single(torch.zeros(2 * world, 3), torch.zeros(2 * world, 4), [2] * world, [2] * world), "rows hold")
     _expect_error(f, "all_to_all_single splits", lambda: dist.all_to_all_single(torch.zeros(4), torch.zeros(4), [1] * world, [2] * world), "split sizes")
     t = torch.ones(4)
     dist.all_reduce(t)
