@@ -198,40 +198,48 @@ ProcessGroupNnpccl::ProcessGroupNnpccl(const c10::intrusive_ptr<::c10d::Store> &
     nnpccl_result_t r = nnpccl_comm_init_rank(&comm_, size, id, rank, &config);
     TORCH_CHECK(r == NNPCCL_SUCCESS, "nnpccl_comm_init_rank failed on rank ", rank, " of ", size, " (",
                 nnpccl_get_error_string(r), "): ", nnpccl_get_last_error(nullptr));
-    completer_ = std::thread([this] { completionLoop(); });
+    shared_ = std::make_shared<Shared>();
+    shared_->comm = comm_;
+    shared_->rank = rank;
+    std::shared_ptr<Shared> shared = shared_;
+    completer_ = std::thread([shared] { completionLoop(shared); });
 }
 
 ProcessGroupNnpccl::~ProcessGroupNnpccl() {
     {
-        std::lock_guard<std::mutex> lock(queueMutex_);
-        stopping_ = true;
+        std::lock_guard<std::mutex> lock(shared_->queueMutex);
+        shared_->stopping = true;
     }
-    queueCv_.notify_all();
-    // A future callback that drops the last reference runs on the completion
-    // thread itself, which cannot join itself.
+    shared_->queueCv.notify_all();
+    // On the completion thread itself (a future callback dropped the last
+    // reference), the thread finishes the queue and then lets go of the
+    // communicator on its own.
     if (completer_.get_id() == std::this_thread::get_id())
         completer_.detach();
-    else if (completer_.joinable())
+    else
         completer_.join();
-    // Every request has been waited for, so destroy waits for nothing and
-    // does not need the peers.
-    nnpccl_comm_destroy(comm_);
 }
 
-std::string ProcessGroupNnpccl::errorMessage(nnpccl_result_t result) {
-    std::string detail = nnpccl_get_last_error(comm_);
+ProcessGroupNnpccl::Shared::~Shared() {
+    // Every request has been waited for, so destroy waits for nothing and
+    // does not need the peers.
+    nnpccl_comm_destroy(comm);
+}
+
+std::string ProcessGroupNnpccl::Shared::errorMessage(nnpccl_result_t result) {
+    std::string detail = nnpccl_get_last_error(comm);
     // Errors that name no communicator (a bad request handle) are this
     // thread's.
     if (detail.empty())
         detail = nnpccl_get_last_error(nullptr);
-    std::string msg = std::string("nnpccl error on rank ") + std::to_string(rank_) + " (" +
+    std::string msg = std::string("nnpccl error on rank ") + std::to_string(rank) + " (" +
                       nnpccl_get_error_string(result) + ")";
     return detail.empty() ? msg : msg + ": " + detail;
 }
 
 void ProcessGroupNnpccl::post(WorkNnpccl &work, nnpccl_result_t result, const nnpccl_request_t &request) {
     if (result != NNPCCL_SUCCESS)
-        throw std::runtime_error(errorMessage(result));
+        throw std::runtime_error(shared_->errorMessage(result));
     work.requests_.push_back(request);
 }
 
@@ -239,7 +247,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::submit(const c10::intrusive
                                                             const std::function<void()> &body) {
     std::string error;
     {
-        std::lock_guard<std::mutex> lock(issueMutex_);
+        std::lock_guard<std::mutex> lock(shared_->issueMutex);
         try {
             body();
         } catch (const std::runtime_error &e) {
@@ -251,25 +259,25 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::submit(const c10::intrusive
     if (!error.empty())
         work->issueError_ = error;
     {
-        std::lock_guard<std::mutex> lock(queueMutex_);
-        queue_.push_back(work);
+        std::lock_guard<std::mutex> lock(shared_->queueMutex);
+        shared_->queue.push_back(work);
     }
-    queueCv_.notify_one();
+    shared_->queueCv.notify_one();
     if (!error.empty())
         throw std::runtime_error(error);
     return work;
 }
 
-void ProcessGroupNnpccl::completionLoop() {
+void ProcessGroupNnpccl::completionLoop(const std::shared_ptr<Shared> &shared) {
     for (;;) {
         c10::intrusive_ptr<WorkNnpccl> work;
         {
-            std::unique_lock<std::mutex> lock(queueMutex_);
-            queueCv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-            if (queue_.empty())
+            std::unique_lock<std::mutex> lock(shared->queueMutex);
+            shared->queueCv.wait(lock, [&] { return shared->stopping || !shared->queue.empty(); });
+            if (shared->queue.empty())
                 return;
-            work = queue_.front();
-            queue_.pop_front();
+            work = shared->queue.front();
+            shared->queue.pop_front();
         }
         std::string error = work->issueError_;
         for (nnpccl_request_t request : work->requests_) {
@@ -277,8 +285,8 @@ void ProcessGroupNnpccl::completionLoop() {
             if (r != NNPCCL_SUCCESS && error.empty()) {
                 // The message lives until the next call on the communicator,
                 // which another thread may be issuing.
-                std::lock_guard<std::mutex> lock(issueMutex_);
-                error = errorMessage(r);
+                std::lock_guard<std::mutex> lock(shared->issueMutex);
+                error = shared->errorMessage(r);
             }
         }
         work->requests_.clear();

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -116,12 +117,12 @@ class ProcessGroupNnpccl : public NNPCCL_TORCH_BASE {
     c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions &opts) override;
 
   private:
-    // Issues a call's nnpccl operations (body) under issueMutex_, then hands
+    // Issues a call's nnpccl operations (body) under issueMutex, then hands
     // the Work to the completion thread.
     c10::intrusive_ptr<::c10d::Work> submit(const c10::intrusive_ptr<WorkNnpccl> &work,
                                             const std::function<void()> &body);
     // Records one issued request of work, or throws with nnpccl's message
-    // when the call failed. Called with issueMutex_ held. request is taken
+    // when the call failed. Called with issueMutex held. request is taken
     // by reference because it is the issuing call's output, and argument
     // evaluation order would otherwise allow reading it before the call.
     void post(WorkNnpccl &work, nnpccl_result_t result, const nnpccl_request_t &request);
@@ -129,18 +130,32 @@ class ProcessGroupNnpccl : public NNPCCL_TORCH_BASE {
     void postAlltoallP2P(WorkNnpccl &work, const std::vector<const char *> &sendPtrs,
                          const std::vector<char *> &recvPtrs, const std::vector<size_t> &sendCounts,
                          const std::vector<size_t> &recvCounts, nnpccl_datatype_t dtype);
-    std::string errorMessage(nnpccl_result_t result); // issueMutex_ held
-    void completionLoop();
 
-    nnpccl_comm_t comm_ = nullptr;
-    // nnpccl accepts calls on a communicator from one thread at a time;
-    // torch may call from several (autograd hooks, the caller, ...).
-    std::mutex issueMutex_;
+    // What the completion thread shares with the group. The thread can
+    // outlive the group object (a future callback that drops the group's
+    // last reference runs on it), and the communicator must outlive both:
+    // the last of them to let go destroys it.
+    struct Shared {
+        nnpccl_comm_t comm = nullptr;
+        int rank = 0;
+        // nnpccl accepts calls on a communicator from one thread at a
+        // time; torch may call from several (autograd hooks, the caller).
+        std::mutex issueMutex;
+        std::mutex queueMutex;
+        std::condition_variable queueCv;
+        std::deque<c10::intrusive_ptr<WorkNnpccl>> queue;
+        bool stopping = false;
 
-    std::mutex queueMutex_;
-    std::condition_variable queueCv_;
-    std::deque<c10::intrusive_ptr<WorkNnpccl>> queue_;
-    bool stopping_ = false;
+        Shared() = default;
+        Shared(const Shared &) = delete;
+        Shared &operator=(const Shared &) = delete;
+        ~Shared();
+        std::string errorMessage(nnpccl_result_t result); // issueMutex held
+    };
+    static void completionLoop(const std::shared_ptr<Shared> &shared);
+
+    std::shared_ptr<Shared> shared_;
+    nnpccl_comm_t comm_ = nullptr; // shared_->comm, for the calls' brevity
     std::thread completer_;
 };
 

@@ -22,4 +22,6 @@ skip() {
 "$python" -c "import pytest" 2>/dev/null || skip "$python has no pytest (apt-get install python3-pytest)"
 export PYTHONPATH="$module_dir${PYTHONPATH:+:$PYTHONPATH}"
 export NNPCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo
+# The tests live in the source tree, which a build should leave untouched.
+export PYTHONDONTWRITEBYTECODE=1
 exec "$python" -m pytest -p no:cacheprovider -q -W ignore::UserWarning "$tests_dir"

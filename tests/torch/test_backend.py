@@ -23,7 +23,7 @@ import workers  # noqa: E402
 
 # One job of 2 ranks and one of 3 run every section: starting ranks (each
 # imports torch) costs more than the checks.
-SECTIONS = {2: ["ops_matrix", "unsupported", "ddp"], 3: ["ops_matrix", "groups"]}
+SECTIONS = {2: ["ops_matrix", "unsupported", "ddp", "released_by_callback"], 3: ["ops_matrix", "groups"]}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,10 @@ def test_unsupported_input_raises_and_leaves_the_group_usable(jobs):
 
 def test_new_group_reinit_and_timeout(jobs):
     assert not failures_of(jobs(3), "groups")
+
+
+def test_a_callback_may_release_the_group(jobs):
+    assert not failures_of(jobs(2), "released_by_callback")
 
 
 def test_ddp_is_bit_identical_to_gloo(jobs):

@@ -303,6 +303,34 @@ def init_while_ticking(rank, world):
     return f
 
 
+def released_by_callback(rank, world):
+    """A future callback that drops a group's last reference runs on that
+    group's completion thread: the group goes, its communicator with it."""
+    f = []
+    store = dist.PrefixStore("callback_test", dist.distributed_c10d._get_default_store())
+    pg = nnpccl_torch.ProcessGroupNnpccl(store, rank, world, datetime.timedelta(seconds=60))
+    with_group = len(os.listdir("/proc/self/fd"))
+    holder = [pg]
+    t = torch.ones(3)
+    work = pg.allreduce([t])
+    done = work.get_future().then(lambda _: holder.clear())
+    del pg
+    work.wait()
+    done.wait()
+    dist.barrier()  # the other ranks' callbacks ran too
+    gc.collect()
+    # The completion thread lets go of the communicator once the callback
+    # has returned, a moment after done.wait() did.
+    deadline = time.monotonic() + 5
+    while len(os.listdir("/proc/self/fd")) >= with_group and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if len(os.listdir("/proc/self/fd")) >= with_group:
+        f.append(f"rank {rank}: the group's file descriptors stayed open after its callback released it")
+    if t.tolist() != [float(world)] * 3:
+        f.append(f"rank {rank}: allreduce gave {t.tolist()}")
+    return f
+
+
 def groups(rank, world, next_port):
     """new_group gets a communicator of its own; destroy and init again; the
     group's timeout is nnpccl's deadline."""
