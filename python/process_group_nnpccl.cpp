@@ -170,11 +170,11 @@ void WorkNnpccl::complete(std::exception_ptr error) {
 ProcessGroupNnpccl::ProcessGroupNnpccl(const c10::intrusive_ptr<::c10d::Store> &store, int rank,
                                        int size, std::chrono::milliseconds timeout)
     : NNPCCL_TORCH_BASE(rank, size) {
-    // A group's store prefix is reused when the same group name comes back
-    // (destroy_process_group, then init_process_group on a store that
-    // outlived it, as torchrun's agent store does). Every rank counts its
-    // inits in the store, so the k-th init of the group reads the id of the
-    // k-th, never a stale one.
+    // A group's store prefix comes back when its group name is used again
+    // on a store that outlived the earlier group (a store passed to
+    // init_process_group, a launcher's store). Every rank counts its inits
+    // in the store, so the k-th init of the group reads the id of the k-th,
+    // never a stale one.
     int64_t ticket = store->add("nnpccl_init_count", 1);
     std::string key = "nnpccl_unique_id_" + std::to_string((ticket - 1) / size);
     nnpccl_unique_id_t id;
