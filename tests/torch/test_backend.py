@@ -53,7 +53,7 @@ def test_every_op_dtype_and_reduce_op_matches_gloo(jobs, world):
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_init_releases_the_gil(jobs, world):
+def test_init_and_wait_release_the_gil(jobs, world):
     assert not failures_of(jobs(world), "init")
 
 

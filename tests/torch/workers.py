@@ -271,8 +271,9 @@ def unsupported(rank, world):
 
 
 def init_while_ticking(rank, world):
-    """A process group whose last rank comes 1 s late: a Python thread must
-    run meanwhile, as the backend's init releases the GIL while it waits.
+    """A process group whose last rank comes 1 s late, to init and then to
+    a call: a Python thread must run meanwhile, as neither holds the GIL
+    while it waits.
     (torch's own TCPStore set-up in init_process_group holds it, so the
     group is made directly, on the default group's store.)"""
     init(rank, world)
@@ -291,12 +292,18 @@ def init_while_ticking(rank, world):
     if rank == world - 1:
         time.sleep(1.0)
     pg = nnpccl_torch.ProcessGroupNnpccl(store, rank, world, datetime.timedelta(seconds=60))
-    stop.set()
-    ticker.join()
-    if rank == 0 and ticks[0] < 20:
-        f.append(f"rank 0: a Python thread ticked {ticks[0]} times during a 1 s init; the GIL was held")
+    during_init = ticks[0]
+    # And wait() on a call the last rank joins 1 s late.
+    if rank == world - 1:
+        time.sleep(1.0)
     t = torch.ones(3)
     pg.allreduce([t]).wait()
+    stop.set()
+    ticker.join()
+    if rank == 0 and during_init < 20:
+        f.append(f"rank 0: a Python thread ticked {during_init} times during a 1 s init; the GIL was held")
+    if rank == 0 and ticks[0] - during_init < 20:
+        f.append(f"rank 0: a Python thread ticked {ticks[0] - during_init} times during a 1 s wait(); the GIL was held")
     if t.tolist() != [float(world)] * 3:
         f.append(f"rank {rank}: allreduce on a directly made group gave {t.tolist()}")
     del pg
