@@ -31,8 +31,15 @@ def jobs():
     cache = {}
 
     def get(world):
+        # A job that failed fails every test of it, without running again.
         if world not in cache:
-            cache[world] = harness.run_ranks(workers.session, world, SECTIONS[world], harness.free_port(), timeout=100)
+            try:
+                cache[world] = harness.run_ranks(workers.session, world, SECTIONS[world], harness.free_port(),
+                                                 timeout=100)
+            except AssertionError as e:
+                cache[world] = e
+        if isinstance(cache[world], AssertionError):
+            raise cache[world]
         return cache[world]
 
     return get
