@@ -19,3 +19,15 @@ flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$root" --c
 # shellcheck disable=SC2086
 cc -std=c99 -Wall -Wextra -Werror -pedantic "$source_dir/tests/c_api/allreduce_smoke.c" -o "$scratch/smoke" $flags
 LD_LIBRARY_PATH="$root/$libdir" "$scratch/smoke"
+# The PyTorch module, where built, lands where its Python reads modules
+# (for prefix /usr/local, that Python's own site directory) and imports
+# from there against the installed library.
+module=$(find "$scratch" -name 'nnpccl_torch.*.so')
+if [ -n "$module" ]; then
+    python=$(meson introspect "$build_dir" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="torch_python"][0])')
+    if [ "$prefix" = /usr/local ]; then
+        test "$(dirname "$module")" = "$scratch$("$python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
+    fi
+    LD_LIBRARY_PATH="$root/$libdir" PYTHONPATH="$(dirname "$module")" "$python" -c \
+        'import nnpccl_torch, torch.distributed as dist; assert dist.Backend("nnpccl") == "nnpccl"'
+fi
