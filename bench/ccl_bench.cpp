@@ -9,26 +9,26 @@
 
 #include <CLI/CLI.hpp>
 
-#include "config.hpp"
-#include "dtype.hpp"
+#include "check_data.hpp"
 #include "explain.hpp"
 #include "local_launch.hpp"
+#include "nnpccl.h"
+#include "nnpccl_inspect.h"
+#include "parse_size.hpp"
 #include "soak.hpp"
 #include "sweep.hpp"
-#include "nnpccl.h"
 
 namespace {
 
-using nnpccl::Collective;
 using nnpccl_bench::CollInfo;
 using nnpccl_bench::Options;
 
 const CollInfo kColls[] = {
-    {"allreduce", Collective::Allreduce}, {"reduce_scatter", Collective::ReduceScatter},
-    {"allgather", Collective::Allgather}, {"broadcast", Collective::Broadcast},
-    {"reduce", Collective::Reduce},       {"gather", Collective::Gather},
-    {"scatter", Collective::Scatter},     {"alltoall", Collective::Alltoall},
-    {"sendrecv", Collective::Send, true},
+    {"allreduce", NNPCCL_COLL_ALLREDUCE}, {"reduce_scatter", NNPCCL_COLL_REDUCE_SCATTER},
+    {"allgather", NNPCCL_COLL_ALLGATHER}, {"broadcast", NNPCCL_COLL_BROADCAST},
+    {"reduce", NNPCCL_COLL_REDUCE},       {"gather", NNPCCL_COLL_GATHER},
+    {"scatter", NNPCCL_COLL_SCATTER},     {"alltoall", NNPCCL_COLL_ALLTOALL},
+    {"sendrecv", NNPCCL_COLL_SEND, true},
 };
 
 // The help's text beyond the options: the other modes and how to read the table.
@@ -52,7 +52,7 @@ const char kFooter[] =
 CLI::Validator size_value() {
     return CLI::Validator(
         [](std::string &text) {
-            std::optional<size_t> bytes = nnpccl::parse_size(text);
+            std::optional<size_t> bytes = nnpccl_bench::parse_size(text);
             if (!bytes) return text + " is not a size (bytes, or with a K, M or G suffix)";
             text = std::to_string(*bytes);
             return std::string();
@@ -127,22 +127,22 @@ Options parse_options(int argc, char **argv) {
         ->transform(whole_number(0))
         ->type_name("0|1");
     app.add_option_function<std::string>(
-           "-d,--datatype", [&o](const std::string &name) { nnpccl::parse_datatype(name.c_str(), &o.dt); },
+           "-d,--datatype", [&o](const std::string &name) { nnpccl_datatype_from_name(name.c_str(), &o.dt); },
            "int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double")
         ->check(CLI::Validator(
             [](std::string &name) {
                 nnpccl_datatype_t dt;
-                return nnpccl::parse_datatype(name.c_str(), &dt) ? std::string() : "unknown datatype '" + name + "'";
+                return nnpccl_datatype_from_name(name.c_str(), &dt) == NNPCCL_SUCCESS ? std::string() : "unknown datatype '" + name + "'";
             },
             ""))
         ->type_name("TYPE");
     app.add_option_function<std::string>(
-           "-o,--op", [&o](const std::string &name) { nnpccl::parse_redop(name.c_str(), &o.op); },
+           "-o,--op", [&o](const std::string &name) { nnpccl_redop_from_name(name.c_str(), &o.op); },
            "sum prod min max avg")
         ->check(CLI::Validator(
             [](std::string &name) {
                 nnpccl_redop_t op;
-                return nnpccl::parse_redop(name.c_str(), &op) ? std::string() : "unknown op '" + name + "'";
+                return nnpccl_redop_from_name(name.c_str(), &op) == NNPCCL_SUCCESS ? std::string() : "unknown op '" + name + "'";
             },
             ""))
         ->type_name("OP");
@@ -229,7 +229,7 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
     int rank = 0, nranks = 1;
     nnpccl_comm_rank(comm, &rank);
     nnpccl_comm_size(comm, &nranks);
-    if (nnpccl::has_root(o.coll->coll) && o.root >= nranks) {
+    if (nnpccl_check::has_root(o.coll->coll) && o.root >= nranks) {
         if (rank == 0) std::fprintf(stderr, "ccl-bench: -r %d is not a rank of %d\n", o.root, nranks);
         nnpccl_comm_destroy(comm);
         return 2;
@@ -253,7 +253,8 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
 nnpccl_bench::ExplainRequest explain_request(const Options &o) {
     nnpccl_bench::ExplainRequest r;
     r.collective = o.coll->coll;
-    r.topology = nnpccl::env_string("NNPCCL_TOPO");
+    const char *topology = std::getenv("NNPCCL_TOPO");
+    r.topology = topology != nullptr ? topology : "";
     r.nranks = o.np;
     r.min_bytes = o.min_bytes;
     r.max_bytes = o.max_bytes;
@@ -261,7 +262,7 @@ nnpccl_bench::ExplainRequest explain_request(const Options &o) {
     r.step_bytes = o.step_bytes;
     r.datatype = o.dt;
     // An exchange is planned as rank 0's send to rank 1.
-    r.root = nnpccl::has_root(o.coll->coll) ? o.root : o.coll->exchange ? 1 : -1;
+    r.root = nnpccl_check::has_root(o.coll->coll) ? o.root : o.coll->exchange ? 1 : -1;
     return r;
 }
 

@@ -7,17 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "config.hpp"
-#include "dtype.hpp"
-#include "host.hpp"
-#include "planner.hpp"
-#include "reduce.hpp"
-#include "topology.hpp"
-#include "tuner.hpp"
+#include "nnpccl_inspect.h"
 
 namespace nnpccl_bench {
-
-using namespace nnpccl;
 
 namespace {
 
@@ -36,9 +28,22 @@ std::string number(double v, int width) {
     return std::string(static_cast<size_t>(std::max(0, width - static_cast<int>(s.size()))), ' ') + s;
 }
 
-std::string collectives_of(const AlgorithmInfo &a) {
+// Every algorithm of the registry (nnpccl_inspect.h).
+std::vector<nnpccl_algorithm_info_t> registry() {
+    std::vector<nnpccl_algorithm_info_t> all(static_cast<size_t>(nnpccl_algorithm_count()));
+    for (size_t i = 0; i < all.size(); ++i) nnpccl_algorithm_get(static_cast<int>(i), &all[i]);
+    return all;
+}
+
+bool serves(const nnpccl_algorithm_info_t &a, nnpccl_collective_t c) {
+    return (a.serves & (1u << static_cast<unsigned>(c))) != 0;
+}
+
+std::string collectives_of(const nnpccl_algorithm_info_t &a) {
     std::string list;
-    for (Collective c : a.serves) list += (list.empty() ? "" : ", ") + std::string(collective_name(c));
+    for (int c = 0; c < NNPCCL_NUM_COLLECTIVES; ++c)
+        if (serves(a, static_cast<nnpccl_collective_t>(c)))
+            list += (list.empty() ? "" : ", ") + std::string(nnpccl_collective_name(static_cast<nnpccl_collective_t>(c)));
     return list;
 }
 
@@ -59,123 +64,109 @@ std::vector<size_t> sweep(const ExplainRequest &r, size_t unit) {
 
 void print_algorithm_list() {
     std::printf("# nnpccl algorithms; force one with NNPCCL_ALGO=collective:algorithm[:low-high],... or --algo\n");
-    for (const AlgorithmInfo &a : algorithm_registry()) {
+    for (const nnpccl_algorithm_info_t &a : registry()) {
         std::printf("%-20s serves:  %s\n", a.name, collectives_of(a).c_str());
         std::printf("%-20s applies: %s\n", "", a.constraints[0] != '\0' ? a.constraints : "always");
         std::printf("%-20s %s\n", "", a.summary);
     }
 }
 
-bool check_algorithm_name(Collective collective, const std::string &name, std::string *error) {
-    const AlgorithmInfo *a = find_algorithm(name);
-    if (a != nullptr && a->serves_collective(collective)) return true;
-    *error = (a == nullptr ? "unknown algorithm '" + name + "'" : "algorithm '" + name + "' does not serve " +
-                                                                      collective_name(collective)) +
-             " (" + collective_name(collective) + " has: " + algorithm_names_for(collective) +
-             "; see --list-algos)";
+bool check_algorithm_name(nnpccl_collective_t collective, const std::string &name, std::string *error) {
+    const std::vector<nnpccl_algorithm_info_t> all = registry();
+    std::string serving;
+    bool known = false;
+    for (const nnpccl_algorithm_info_t &a : all) {
+        if (name == a.name) {
+            if (serves(a, collective)) return true;
+            known = true;
+        }
+        if (serves(a, collective)) serving += (serving.empty() ? "" : ", ") + std::string(a.name);
+    }
+    const std::string coll = nnpccl_collective_name(collective);
+    *error = (known ? "algorithm '" + name + "' does not serve " + coll : "unknown algorithm '" + name + "'") + " (" +
+             coll + " has: " + serving + "; see --list-algos)";
     return false;
 }
 
 int explain_plans(const ExplainRequest &request) {
-    Settings settings;
-    Status st = resolve_settings(nullptr, &settings);
-    if (!st) {
-        std::fprintf(stderr, "ccl-bench: %s\n", st.message().c_str());
-        return 2;
-    }
-    Topology topology;
-    std::string error;
-    const std::string spec = request.topology.empty() ? "flat" : request.topology;
-    if (!load_topology(spec, request.nranks, &topology, &error)) {
-        std::fprintf(stderr, "ccl-bench: --explain: %s%s\n", error.c_str(),
+    const size_t elem = nnpccl_datatype_size(request.datatype);
+    const bool blockwise =
+        request.collective == NNPCCL_COLL_REDUCE_SCATTER || request.collective == NNPCCL_COLL_ALLGATHER;
+    nnpccl_call_t call{};
+    call.collective = request.collective;
+    call.datatype = request.datatype;
+    call.op = NNPCCL_SUM;
+    call.root = request.root;
+    std::vector<nnpccl_prediction_t> predictions(static_cast<size_t>(nnpccl_algorithm_count()));
+    int count = 0;
+    nnpccl_explanation_t e;
+    // The first size tells what the machine is (and whether it loads at all).
+    auto plan = [&](size_t elements) {
+        call.count = elements;
+        return nnpccl_explain(request.topology.c_str(), request.nranks > 0 ? request.nranks : 0, &call,
+                              predictions.data(), static_cast<int>(predictions.size()), &count, &e);
+    };
+    if (plan(0) != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "ccl-bench: --explain: %s%s\n", nnpccl_get_last_error(nullptr),
                      request.nranks <= 0 ? " (give the number of ranks with --np N)" : "");
         return 2;
     }
-    const int p = topology.nranks();
-    const size_t elem = datatype_size(request.datatype);
-    PlanOptions options;
-    if (!settings.planning.algorithms.empty() &&
-        !options.algo_override.parse(settings.planning.algorithms, &error, settings.planning.algorithms_source)) {
-        std::fprintf(stderr, "ccl-bench: %s\n", error.c_str());
-        return 2;
-    }
-    const HostReduceSpeed &speed = host_reduce_speed();
-    std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), options.costs.host_reduce_us_per_byte);
-    // As if the ranks ran on this host, as ccl-bench --np runs them.
-    HostInfo host;
-    std::string host_error;
-    if (discover_host(&host, &host_error) && host.cores > 0)
-        options.costs.host_ranks_per_core = std::max(1.0, static_cast<double>(p) / host.cores);
-
-    CollectiveArgs args;
-    args.collective = request.collective;
-    args.nranks = p;
-    args.rank = 0;
-    args.root = request.root;
-    args.elem_size = elem;
-    args.chunk_elems = std::max<size_t>(1, settings.planning.chunk_bytes / elem);
-    const bool blockwise = request.collective == Collective::ReduceScatter || request.collective == Collective::Allgather;
+    const int p = e.nranks;
     const std::vector<size_t> sizes = sweep(request, elem * (blockwise ? static_cast<size_t>(p) : 1));
 
     std::printf("# ccl-bench %s --explain: predictions on %s, %d ranks; no ranks run\n",
-                collective_name(request.collective), topology.name().c_str(), p);
+                nnpccl_collective_name(request.collective), e.topology, p);
     std::printf("# %s (%zu B), chunk %zu B, host reduction %.3g ns/B (%zu-byte sums), %.3g ranks per core, "
                 "NNPCCL_ALGO %s\n",
-                datatype_name(request.datatype), elem, settings.planning.chunk_bytes,
-                options.costs.host_reduce_us(elem) * 1e3, elem, options.costs.host_ranks_per_core,
-                options.algo_override.empty() ? "unset" : "set");
+                nnpccl_datatype_name(request.datatype), elem, e.chunk_bytes, e.host_reduce_us_per_byte * 1e3, elem,
+                e.ranks_per_core, e.algorithms_forced ? "set" : "unset");
     std::printf("# time in us, busbw in GB/s; * marks the choice; bound: the bus bytes at the slowest chip's "
-                "injection, %g GB/s\n", topology.min_injection_gbps());
-    const bool tunes = settings.tuning.enabled && p > 1 && topology.machine().shape() == Shape::Flat;
-    if (tunes)
-        std::printf("# on flat the ranks measure the algorithms predicted within %gx of the fastest at each size's "
-                    "first calls and run the fastest measured (NNPCCL_TUNE=0: the model alone)\n",
-                    kTuningWindow);
-    std::vector<const AlgorithmInfo *> candidates;
-    for (const AlgorithmInfo &a : algorithm_registry())
-        if (a.serves_collective(request.collective)) candidates.push_back(&a);
+                "injection, %g GB/s\n", e.injection_gbps);
+    if (e.tunes)
+        std::printf("# on flat the ranks measure the algorithms predicted within 2x of the fastest at each size's "
+                    "first calls and run the fastest measured (NNPCCL_TUNE=0: the model alone)\n");
     std::printf("#       size         count");
-    for (const AlgorithmInfo *a : candidates) std::printf("  %-*s", kCandidateWidth - 2, a->name);
+    for (int i = 0; i < count; ++i) std::printf("  %-*s", kCandidateWidth - 2, predictions[static_cast<size_t>(i)].algorithm);
     std::printf("  %-*s  choice\n", kCandidateWidth - 2, "bound");
     std::printf("#        (B)    (elements)");
-    for (size_t i = 0; i <= candidates.size(); ++i) std::printf("  %*s %*s", kTimeWidth, "time", kBusbwWidth, "busbw");
+    for (int i = 0; i <= count; ++i) std::printf("  %*s %*s", kTimeWidth, "time", kBusbwWidth, "busbw");
     std::printf("\n");
 
     std::set<std::pair<std::string, std::string>> not_applying; // (algorithm, why), noted once each
     int status = 0;
     for (size_t bytes : sizes) {
-        args.count = bytes / elem / (blockwise ? static_cast<size_t>(p) : 1);
-        std::vector<Prediction> considered;
-        const AlgorithmInfo *chosen = choose_algorithm(args, topology, options, &error, &considered);
-        const bool forced = chosen != nullptr && considered.empty();
-        if (forced || chosen == nullptr) considered = predict_all(args, topology, options.costs);
-        std::printf("%12zu  %12zu", bytes, args.count);
-        for (const Prediction &pr : considered) {
+        const size_t elements = bytes / elem / (blockwise ? static_cast<size_t>(p) : 1);
+        if (plan(elements) != NNPCCL_SUCCESS) {
+            std::fprintf(stderr, "ccl-bench: --explain: %s\n", nnpccl_get_last_error(nullptr));
+            return 2;
+        }
+        std::printf("%12zu  %12zu", bytes, elements);
+        std::vector<const nnpccl_prediction_t *> measured; // fastest first, as the tuner orders them
+        for (int i = 0; i < count; ++i) {
+            const nnpccl_prediction_t &pr = predictions[static_cast<size_t>(i)];
             if (!pr.applies) {
-                not_applying.insert({pr.algorithm->name, pr.why_not});
+                not_applying.insert({pr.algorithm, pr.why_not});
                 std::printf("  %*s %*s", kTimeWidth, "n/a", kBusbwWidth, "");
                 continue;
             }
-            const std::string time = number(pr.time_us, kTimeWidth - 1) + (pr.algorithm == chosen ? "*" : " ");
+            const std::string time = number(pr.time_us, kTimeWidth - 1) + (pr.chosen ? "*" : " ");
             std::printf("  %s %s", time.c_str(), number(pr.busbw_gbps, kBusbwWidth).c_str());
+            if (pr.measured) measured.push_back(&pr);
         }
-        const double bound = lower_bound_us(args, topology);
-        const double bound_busbw =
-            bound > 0 ? static_cast<double>(bytes) / (bound * 1e3) * bus_bandwidth_factor(args.collective, p) : 0;
-        std::printf("  %s  %s", number(bound, kTimeWidth).c_str(), number(bound_busbw, kBusbwWidth).c_str());
-        if (chosen == nullptr) {
-            std::printf("  none: %s\n", error.c_str());
+        std::printf("  %s  %s", number(e.lower_bound_us, kTimeWidth).c_str(),
+                    number(e.lower_bound_busbw_gbps, kBusbwWidth).c_str());
+        if (e.chosen[0] == '\0') {
+            std::printf("  none: %s\n", e.error);
             status = 2;
         } else {
             // Where the ranks would measure instead of trusting the model (src/tuner.hpp).
-            std::string measured;
-            if (!forced && tunes) {
-                const std::vector<const AlgorithmInfo *> close = close_candidates(considered, kTuningWindow);
-                for (size_t i = 0; close.size() > 1 && i < close.size(); ++i)
-                    measured += std::string(i == 0 ? " (tuner measures " : ", ") + close[i]->name;
-                if (!measured.empty()) measured += ")";
-            }
-            std::printf("  %s%s%s\n", chosen->name, forced ? " (NNPCCL_ALGO)" : "", measured.c_str());
+            std::stable_sort(measured.begin(), measured.end(),
+                             [](const nnpccl_prediction_t *a, const nnpccl_prediction_t *b) { return a->time_us < b->time_us; });
+            std::string measuring;
+            for (const nnpccl_prediction_t *pr : measured)
+                measuring += std::string(measuring.empty() ? " (tuner measures " : ", ") + pr->algorithm;
+            if (!measuring.empty()) measuring += ")";
+            std::printf("  %s%s%s\n", e.chosen, e.forced ? " (NNPCCL_ALGO)" : "", measuring.c_str());
         }
     }
     for (const auto &[name, why] : not_applying) std::printf("# %s does not apply: %s\n", name.c_str(), why.c_str());

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <string>
 
-#include "collective.hpp"
 #include "nnpccl.h"
+#include "nnpccl_inspect.h"
 
 namespace nnpccl_bench {
 
@@ -17,10 +17,10 @@ void print_algorithm_list();
 
 // Whether `name` is an algorithm serving `collective`; if not, *error says
 // so and which algorithms do.
-bool check_algorithm_name(nnpccl::Collective collective, const std::string &name, std::string *error);
+bool check_algorithm_name(nnpccl_collective_t collective, const std::string &name, std::string *error);
 
 struct ExplainRequest {
-    nnpccl::Collective collective = nnpccl::Collective::Allreduce;
+    nnpccl_collective_t collective = NNPCCL_COLL_ALLREDUCE;
     std::string topology; // a preset or a topology file; empty = flat
     int nranks = 0;       // 0: one rank per chip of the topology
     size_t min_bytes = 0, max_bytes = 0;

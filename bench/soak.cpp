@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "check_data.hpp"
-#include "dtype.hpp"
 
 namespace {
 
@@ -56,7 +55,6 @@ constexpr size_t kGuard = 64;
 } // namespace
 
 int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t max_bytes) {
-    using nnpccl::Collective;
     // Every rank draws the same sequence: rank 0's seed, broadcast.
     uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     if (nnpccl_broadcast(&seed, &seed, 1, NNPCCL_UINT64, 0, comm) != NNPCCL_SUCCESS) return 1;
@@ -66,18 +64,18 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     std::vector<unsigned char> recv(max_bytes * static_cast<size_t>(nranks) + kGuard);
     const long rss_start = rss_kib();
     // Buffers, transport slots, libfabric's buffer pools and the schedule
-    // cache fill during the first operations (over the tcp provider, 4
-    // ranks on 2 cores, RSS rose for about 70 s, 15 MiB in all, then held
-    // flat); a leak keeps growing with the operation count. So the baseline
-    // is taken at half time, and a soak for a verdict runs 2 minutes or more.
+    // cache fill during the first operations (over the tcp provider, for
+    // about a minute); a leak keeps growing with the operation count. So the
+    // baseline is taken at half time, and a soak for a verdict runs 2 minutes
+    // or more.
     long rss_before = -1;
     int fds_before = -1;
     const auto t0 = std::chrono::steady_clock::now();
     uint64_t ops = 0, bytes = 0, wrong = 0, out_of_bounds = 0;
     // Not send and recv: a rank's random call would have no partner.
-    const Collective colls[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
-                                Collective::Broadcast, Collective::Reduce,        Collective::Barrier,
-                                Collective::Gather,    Collective::Scatter,       Collective::Alltoall};
+    const nnpccl_collective_t colls[] = {NNPCCL_COLL_ALLREDUCE, NNPCCL_COLL_REDUCE_SCATTER, NNPCCL_COLL_ALLGATHER,
+                                NNPCCL_COLL_BROADCAST, NNPCCL_COLL_REDUCE,        NNPCCL_COLL_BARRIER,
+                                NNPCCL_COLL_GATHER,    NNPCCL_COLL_SCATTER,       NNPCCL_COLL_ALLTOALL};
     bool go_on = true;
     while (go_on) {
         nnpccl_check::CallShape s;
@@ -88,7 +86,7 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
         s.op = static_cast<nnpccl_redop_t>(rng() % NNPCCL_NUM_OPS);
         s.root = static_cast<int>(rng() % static_cast<uint64_t>(nranks));
         s.in_place = rng() % 2 == 0;
-        const size_t es = nnpccl::datatype_size(s.dt);
+        const size_t es = nnpccl_datatype_size(s.dt);
         // Log-uniform sizes from one element to max_bytes, and some empty calls.
         double exponent = std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(max_bytes / es)))(rng);
         s.count = rng() % 16 == 0 ? 0 : static_cast<size_t>(std::exp2(exponent));
@@ -103,11 +101,11 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
                          nnpccl_get_last_error(comm));
             return 1;
         }
-        if (s.collective != Collective::Barrier) {
+        if (s.collective != NNPCCL_COLL_BARRIER) {
             size_t bad = nnpccl_check::count_wrong(s, rp);
             if (bad != 0)
                 std::fprintf(stderr, "soak: rank %d: %s of %zu %s (%s) had %zu wrong values\n", rank,
-                             nnpccl::collective_name(s.collective), s.count, nnpccl::datatype_name(s.dt),
+                             nnpccl_collective_name(s.collective), s.count, nnpccl_datatype_name(s.dt),
                              s.in_place ? "in place" : "out of place", bad);
             wrong += bad;
             for (size_t i = 0; i < kGuard; ++i) out_of_bounds += recv[written + i] != 0xa5;

@@ -13,17 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "algo_override.hpp"
 #include "check_data.hpp"
-#include "comm.hpp"
-#include "dtype.hpp"
-#include "registry.hpp"
+#include "nnpccl_inspect.h"
 
 namespace nnpccl_bench {
 
 namespace {
 
-using nnpccl::Collective;
 
 // Page-aligned memory with a guard zone after `bytes`, to catch writes past the end.
 constexpr size_t kGuardBytes = 4096;
@@ -76,7 +72,7 @@ std::string fmt_num(double v, int width) {
 class Bench {
 public:
     Bench(const Options &o, nnpccl_comm_t comm, int rank, int nranks)
-        : o_(o), comm_(comm), rank_(rank), nranks_(nranks), elem_(nnpccl::datatype_size(o.dt)) {}
+        : o_(o), comm_(comm), rank_(rank), nranks_(nranks), elem_(nnpccl_datatype_size(o.dt)) {}
     int run();
     // --compare: see kUsage.
     int compare();
@@ -86,6 +82,9 @@ private:
     // The receiving half of an exchange whose sending half is `send_shape`.
     nnpccl_check::CallShape recv_shape(const nnpccl_check::CallShape &send_shape) const;
     nnpccl_result_t call(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s);
+    // The algorithm the next call like `c` runs ("" while the ranks measure)
+    // and the calls the tuner still spends measuring.
+    std::string next_algorithm(nnpccl_comm_t comm, const nnpccl_call_t &c, size_t *tuning_calls_left);
     // Mean µs per call over `iters` calls on `comm` after `warmup` more, averaged over the ranks.
     double time_calls(nnpccl_comm_t comm, const void *send, void *recv, const nnpccl_check::CallShape &s, int warmup,
                       int iters);
@@ -132,27 +131,28 @@ nnpccl_check::CallShape Bench::shape(size_t total, bool in_place) const {
 
 nnpccl_check::CallShape Bench::recv_shape(const nnpccl_check::CallShape &send_shape) const {
     nnpccl_check::CallShape r = send_shape;
-    r.collective = Collective::Recv;
+    r.collective = NNPCCL_COLL_RECV;
     r.root = (rank_ + nranks_ - 1) % nranks_;
     return r;
 }
 
-nnpccl::Call collective_call(nnpccl_comm_t comm, const nnpccl_check::CallShape &sh, const void *send, void *recv) {
-    nnpccl::Call c;
+nnpccl_call_t describe_call(const nnpccl_check::CallShape &sh, const void *send, void *recv) {
+    nnpccl_call_t c{};
     c.collective = sh.collective;
-    c.send = send;
-    c.recv = recv;
+    c.sendbuf = send;
+    c.recvbuf = recv;
     c.count = sh.count;
     c.datatype = sh.dt;
     c.op = sh.op;
-    c.root = nnpccl::has_root(sh.collective) ? sh.root : -1;
-    comm->complete(&c);
+    c.root = nnpccl_check::has_root(sh.collective) ? sh.root : -1;
     return c;
 }
 
-std::string next_algorithm(nnpccl_comm_t comm, const nnpccl::Call &c, size_t *tuning_calls_left) {
-    std::string name;
-    if (!comm->selector->next_algorithm(c, comm->next_sequence, &name, tuning_calls_left)) *tuning_calls_left = 0;
+std::string Bench::next_algorithm(nnpccl_comm_t comm, const nnpccl_call_t &c, size_t *tuning_calls_left) {
+    char name[64];
+    if (nnpccl_result_t rc = nnpccl_comm_get_algorithm(comm, &c, name, sizeof name, tuning_calls_left);
+        rc != NNPCCL_SUCCESS)
+        fail("planning", rc);
     return name;
 }
 
@@ -194,7 +194,7 @@ double Bench::time_calls(nnpccl_comm_t comm, const void *send, void *recv, const
     // The tuner's trials (src/tuner.hpp) are set-up, as warm-up is: the
     // timed calls run its decision. Every rank counts the same trials left.
     if (!o_.coll->exchange) {
-        const nnpccl::Call c = collective_call(comm, sh, send, recv);
+        const nnpccl_call_t c = describe_call(sh, send, recv);
         size_t left = 0;
         while (next_algorithm(comm, c, &left), left > 0)
             if (nnpccl_result_t rc = call(comm, send, recv, sh); rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
@@ -238,7 +238,7 @@ Result Bench::measure(size_t total, bool in_place) {
     const double bytes = static_cast<double>(total * elem_);
     res.algbw = seconds > 0 ? bytes / seconds / 1e9 : 0;
     double factor = 1;
-    if (sh.collective == Collective::Allreduce) factor = 2.0 * (nranks_ - 1) / nranks_;
+    if (sh.collective == NNPCCL_COLL_ALLREDUCE) factor = 2.0 * (nranks_ - 1) / nranks_;
     if (sh.blockwise()) factor = static_cast<double>(nranks_ - 1) / nranks_;
     res.busbw = res.algbw * factor;
     if (o_.check) check(comm_, sh, &res);
@@ -266,33 +266,30 @@ void Bench::allocate(const std::vector<size_t> &totals) {
 
 // Every algorithm serving the collective, forced, and the selector's own
 // choice. Per size each takes its turn for -n calls, R rounds, a different
-// one first each round: a machine whose speed drifts (on this project's VM,
-// copies between its two cores slow down 5-10x for a while now and then)
-// then slows them alike, where separate runs would compare one machine
-// state against another. All take their turns on comm_ itself, forced by
-// swapping its NNPCCL_ALGO rules between turns: on communicators of their
-// own, the same forced ring (allreduce and broadcast of 256 KiB, 4 ranks)
-// ran 5-30% slower on those made later than on the first, which biased the
-// comparison by creation order.
+// one first each round: a machine whose speed drifts then slows them alike,
+// where separate runs would compare one machine state against another. All
+// take their turns on comm_ itself, its forced algorithms swapped between
+// turns (nnpccl_comm_set_algorithms): communicators of their own would
+// compare creation order too, as a communicator made later can run the
+// same algorithm slower than the first.
 int Bench::compare() {
     struct Candidate {
         std::string name;
-        std::shared_ptr<const nnpccl::AlgoOverride> rules;
+        std::string rules; // NNPCCL_ALGO's syntax
     };
     std::vector<Candidate> candidates;
-    for (const nnpccl::AlgorithmInfo &a : nnpccl::algorithm_registry()) {
-        if (!a.serves_collective(o_.coll->coll)) continue;
-        auto rules = std::make_shared<nnpccl::AlgoOverride>();
-        std::string error;
-        if (!rules->parse(std::string(o_.coll->name) + ":" + a.name, &error, "ccl-bench --compare"))
-            fail(error.c_str(), NNPCCL_ERR_INTERNAL);
-        candidates.push_back({a.name, std::move(rules)});
+    for (int i = 0; i < nnpccl_algorithm_count(); ++i) {
+        nnpccl_algorithm_info_t a;
+        if (nnpccl_result_t rc = nnpccl_algorithm_get(i, &a); rc != NNPCCL_SUCCESS) fail("the algorithm registry", rc);
+        if ((a.serves & (1u << static_cast<unsigned>(o_.coll->coll))) == 0) continue;
+        candidates.push_back({a.name, std::string(o_.coll->name) + ":" + a.name});
     }
     const size_t selector = candidates.size(); // the communicator's own rules, after the forced ones
-    const std::shared_ptr<const nnpccl::AlgoOverride> own_rules = comm_->selector->forced();
     // Sets comm_ up for turn k (its forced algorithm, or the selector) and returns it.
     auto comm_for_turn = [&](size_t k) {
-        comm_->selector->force(k == selector ? own_rules : candidates[k].rules);
+        if (nnpccl_result_t rc = nnpccl_comm_set_algorithms(comm_, k == selector ? nullptr : candidates[k].rules.c_str());
+            rc != NNPCCL_SUCCESS)
+            fail("forcing an algorithm", rc);
         return comm_;
     };
 
@@ -302,7 +299,7 @@ int Bench::compare() {
         std::printf("# ccl-bench %s --compare %d: nnpccl %d.%d.%d, %d ranks, out of place, %s %s; per size %d "
                     "rounds of -n %d calls of each, taking turns; median time per call (us)\n",
                     o_.coll->name, o_.compare_rounds, NNPCCL_MAJOR, NNPCCL_MINOR, NNPCCL_PATCH, nranks_,
-                    nnpccl::datatype_name(o_.dt), nnpccl::reduces(o_.coll->coll) ? nnpccl::redop_name(o_.op) : "",
+                    nnpccl_datatype_name(o_.dt), nnpccl_check::reduces(o_.coll->coll) ? nnpccl_redop_name(o_.op) : "",
                     o_.compare_rounds, o_.iters);
         std::printf("# selector: the selector's own choice, run unforced; ratio: the choice forced over the "
                     "fastest forced\n#%11s", "size");
@@ -348,7 +345,7 @@ int Bench::compare() {
         // turn, or the model's where the tuner had nothing to measure.
         comm_for_turn(selector);
         size_t left = 0;
-        const std::string chosen = next_algorithm(comm_, collective_call(comm_, sh, send, recv), &left);
+        const std::string chosen = next_algorithm(comm_, describe_call(sh, send, recv), &left);
         std::vector<double> medians(selector + 1, 0);
         size_t fastest = selector, choice = selector;
         for (size_t k = 0; k <= selector; ++k) {
@@ -361,7 +358,7 @@ int Bench::compare() {
         }
         // A call of no bytes (a blockwise collective's smallest sizes round
         // down to empty blocks) moves nothing whichever algorithm plans it:
-        // its times differ by the noise of an empty call, under 0.1 us here.
+        // its times differ only by the noise of an empty call.
         const bool judged = total != 0 && choice != selector && fastest != selector;
         const double ratio = judged ? medians[choice] / medians[fastest] : 0;
         misses += ratio > 1.10;
@@ -385,7 +382,7 @@ int Bench::compare() {
         if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
         std::fflush(stdout);
     }
-    comm_->selector->force(own_rules);
+    comm_for_turn(selector);
     return (wrong_total != 0 || oob_total != 0) ? 1 : 0;
 }
 
@@ -429,9 +426,9 @@ int Bench::run() {
             oob_total += x.out_of_bounds;
         }
         if (rank_ != 0) continue;
-        const int root = nnpccl::has_root(o_.coll->coll) ? o_.root : -1;
-        const char *opname = nnpccl::reduces(o_.coll->coll) ? nnpccl::redop_name(o_.op) : "none";
-        std::printf("%12zu  %12zu  %8s  %6s  %6d", total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
+        const int root = nnpccl_check::has_root(o_.coll->coll) ? o_.root : -1;
+        const char *opname = nnpccl_check::reduces(o_.coll->coll) ? nnpccl_redop_name(o_.op) : "none";
+        std::printf("%12zu  %12zu  %8s  %6s  %6d", total * elem_, total, nnpccl_datatype_name(o_.dt), opname, root);
         for (const Result &x : r) {
             if (x.not_applicable) {
                 std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
@@ -446,7 +443,7 @@ int Bench::run() {
         std::fflush(stdout);
         if (json != nullptr) {
             std::fprintf(json, "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d", first_row ? "" : ",",
-                         total * elem_, total, nnpccl::datatype_name(o_.dt), opname, root);
+                         total * elem_, total, nnpccl_datatype_name(o_.dt), opname, root);
             const char *names[2] = {"out_of_place", "in_place"};
             for (int k = 0; k < 2; ++k)
                 if (r[k].not_applicable) std::fprintf(json, ",\"%s\":null", names[k]);

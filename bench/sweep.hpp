@@ -6,14 +6,14 @@
 #include <cstddef>
 #include <string>
 
-#include "collective.hpp"
 #include "nnpccl.h"
+#include "nnpccl_inspect.h"
 
 namespace nnpccl_bench {
 
 struct CollInfo {
     const char *name;
-    nnpccl::Collective coll; // sendrecv: Send (and its Recv)
+    nnpccl_collective_t coll; // sendrecv: Send (and its Recv)
     // sendrecv, as nccl-tests's sendrecv_perf: every rank sends to rank+1 and
     // receives from rank-1 at once (an isend and an irecv, then both waits).
     bool exchange = false;

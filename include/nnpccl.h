@@ -26,6 +26,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** Marks the functions the shared library exports; everything else in it
+ *  is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define NNPCCL_API __attribute__((visibility("default")))
+#else
+#define NNPCCL_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -117,10 +125,10 @@ typedef struct {
 #define NNPCCL_CONFIG_INIT {sizeof(nnpccl_config_t), 0, 0, 1, NULL}
 
 /** Writes the version code (NNPCCL_VERSION_CODE of the library) to *version. */
-nnpccl_result_t nnpccl_get_version(int *version);
+NNPCCL_API nnpccl_result_t nnpccl_get_version(int *version);
 
 /** A static, human-readable name of a result code. Never NULL. */
-const char *nnpccl_get_error_string(nnpccl_result_t result);
+NNPCCL_API const char *nnpccl_get_error_string(nnpccl_result_t result);
 
 /** The detailed message of the last error on this communicator (or, with
  *  comm == NULL, of the last error in this thread that had no communicator,
@@ -128,13 +136,13 @@ const char *nnpccl_get_error_string(nnpccl_result_t result);
  *  message until another call's error replaces it. Never NULL; "" when there
  *  was none. The string stays valid until the next call on the same
  *  communicator/thread. */
-const char *nnpccl_get_last_error(nnpccl_comm_t comm);
+NNPCCL_API const char *nnpccl_get_last_error(nnpccl_comm_t comm);
 
 /** Makes a new unique id and starts the rendezvous root in this process.
  *  Call on exactly one process per communicator, before init. The root
  *  listens on the interface NNPCCL_SOCKET_IFNAME names, or the first
  *  non-loopback IPv4 interface that is up, or 127.0.0.1. */
-nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *id);
+NNPCCL_API nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *id);
 
 /** Creates the communicator of rank `rank` out of `nranks`. Collective: every
  *  rank calls it with the same id and nranks. Returns when all ranks have
@@ -153,8 +161,8 @@ nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *id);
  *  nnpccl_comm_abort or nnpccl_comm_destroy, from any thread, stop a running
  *  init within milliseconds. A failed nonblocking init still needs one of
  *  them to free the handle. Ranks may mix blocking and nonblocking init. */
-nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_unique_id_t id,
-                                      int rank, const nnpccl_config_t *config);
+NNPCCL_API nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_unique_id_t id,
+                                                 int rank, const nnpccl_config_t *config);
 
 /** Creates a communicator from the launcher's environment:
  *  rank/size from RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE
@@ -169,7 +177,7 @@ nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks, nnpccl_un
  *  environment is read (and rank 0's root started) before it returns;
  *  waiting for the rendezvous file and for the other ranks happens in the
  *  background. */
-nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_config_t *config);
+NNPCCL_API nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_config_t *config);
 
 /** Waits for the communicator's pending operations, then frees it. Collective
  *  in the sense that peers must still be alive for pending operations to
@@ -177,7 +185,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
  *  nonblocking init is still running it behaves as nnpccl_comm_abort (there
  *  is nothing pending to wait for, and the init could wait until its
  *  deadline); after a failed nonblocking init it only frees the handle. */
-nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm);
 
 /** Fails every pending operation of the communicator (they return
  *  NNPCCL_ERR_REMOTE on this rank; peers see this rank go away) and frees it.
@@ -191,15 +199,15 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm);
  *  is invalid once abort returns: later calls with it are refused
  *  (NNPCCL_ERR_INVALID_ARGUMENT) unless a new communicator has since been
  *  given the same address. */
-nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm);
 
 /** This process's rank in the communicator. NNPCCL_ERR_INVALID_USAGE until a
  *  nonblocking init has made it ready. */
-nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank);
+NNPCCL_API nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank);
 
 /** The number of ranks in the communicator. NNPCCL_ERR_INVALID_USAGE until a
  *  nonblocking init has made it ready. */
-nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
+NNPCCL_API nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
 
 /** The communicator's asynchronous state, without waiting for anything:
  *  NNPCCL_IN_PROGRESS while a nonblocking init is still running;
@@ -209,7 +217,7 @@ nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
  *  returns NNPCCL_SUCCESS when it could read the state, and
  *  NNPCCL_ERR_INVALID_USAGE when another thread is destroying or aborting
  *  the communicator. */
-nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error);
+NNPCCL_API nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error);
 
 /* ---- Collectives ----------------------------------------------------------
  * Every rank of the communicator calls the same collectives in the same
@@ -222,57 +230,57 @@ nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t 
 
 /** recvbuf[i] = op over ranks of sendbuf[i], i < count, on every rank.
  *  In place when sendbuf == recvbuf. */
-nnpccl_result_t nnpccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                 nnpccl_datatype_t datatype, nnpccl_redop_t op, nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                            nnpccl_datatype_t datatype, nnpccl_redop_t op, nnpccl_comm_t comm);
 
 /** sendbuf holds nranks*recvcount elements; rank r receives block r of the
  *  reduction. In place when recvbuf == sendbuf + rank*recvcount elements. */
-nnpccl_result_t nnpccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                      nnpccl_datatype_t datatype, nnpccl_redop_t op,
-                                      nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                                 nnpccl_datatype_t datatype, nnpccl_redop_t op,
+                                                 nnpccl_comm_t comm);
 
 /** recvbuf (nranks*sendcount elements) gets every rank's sendbuf, in rank
  *  order. In place when sendbuf == recvbuf + rank*sendcount elements. */
-nnpccl_result_t nnpccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                 nnpccl_datatype_t datatype, nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                            nnpccl_datatype_t datatype, nnpccl_comm_t comm);
 
 /** recvbuf on every rank gets root's sendbuf (sendbuf is read on root only).
  *  In place when sendbuf == recvbuf. */
-nnpccl_result_t nnpccl_broadcast(const void *sendbuf, void *recvbuf, size_t count,
-                                 nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                            nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
 
 /** recvbuf on root gets the reduction of every rank's sendbuf (recvbuf is
  *  written on root only and may be NULL elsewhere). In place when
  *  sendbuf == recvbuf. */
-nnpccl_result_t nnpccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                              nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
-                              nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                         nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
+                                         nnpccl_comm_t comm);
 
 /** recvbuf on root (nranks*sendcount elements) gets every rank's sendbuf
  *  (sendcount elements), in rank order (recvbuf is written on root only and
  *  may be NULL elsewhere). In place when, on root,
  *  sendbuf == recvbuf + root*sendcount elements; other ranks' pointers do
  *  not count. */
-nnpccl_result_t nnpccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                              nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                         nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
 
 /** Root's sendbuf holds nranks*recvcount elements; rank r's recvbuf
  *  (recvcount elements) gets block r (sendbuf is read on root only and may
  *  be NULL elsewhere). In place when, on root,
  *  recvbuf == sendbuf + root*recvcount elements; other ranks' pointers do
  *  not count. */
-nnpccl_result_t nnpccl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                               nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                          nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm);
 
 /** sendbuf and recvbuf hold nranks*count elements: block j of sendbuf goes
  *  to rank j, and block i of recvbuf comes from rank i. In place when
  *  sendbuf == recvbuf (the runtime first copies the outgoing blocks aside:
  *  nranks*count more elements of memory for the call). */
-nnpccl_result_t nnpccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                nnpccl_datatype_t datatype, nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                           nnpccl_datatype_t datatype, nnpccl_comm_t comm);
 
 /** Returns when every rank has entered the barrier. */
-nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
 
 /* ---- Point to point ---------------------------------------------------------
  * nnpccl_send on rank a with peer b pairs with nnpccl_recv on rank b with
@@ -311,13 +319,13 @@ nnpccl_result_t nnpccl_barrier(nnpccl_comm_t comm);
 
 /** Sends count elements of sendbuf to rank peer, whose matching nnpccl_recv
  *  receives them. Returns when sendbuf may be reused. */
-nnpccl_result_t nnpccl_send(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
-                            nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_send(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                                       nnpccl_comm_t comm);
 
 /** Receives count elements into recvbuf from rank peer's matching
  *  nnpccl_send. Returns when they are in recvbuf. */
-nnpccl_result_t nnpccl_recv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer,
-                            nnpccl_comm_t comm);
+NNPCCL_API nnpccl_result_t nnpccl_recv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                                       nnpccl_comm_t comm);
 
 /* ---- Nonblocking forms -----------------------------------------------------
  * Same arguments as the blocking form plus *request, which receives a handle
@@ -326,49 +334,49 @@ nnpccl_result_t nnpccl_recv(void *recvbuf, size_t count, nnpccl_datatype_t datat
  * that progress together too: a request is done only once every earlier
  * one is). */
 
-nnpccl_result_t nnpccl_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                  nnpccl_datatype_t datatype, nnpccl_redop_t op,
-                                  nnpccl_comm_t comm, nnpccl_request_t *request);
-nnpccl_result_t nnpccl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                       nnpccl_datatype_t datatype, nnpccl_redop_t op,
-                                       nnpccl_comm_t comm, nnpccl_request_t *request);
-nnpccl_result_t nnpccl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                  nnpccl_datatype_t datatype, nnpccl_comm_t comm,
-                                  nnpccl_request_t *request);
-nnpccl_result_t nnpccl_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
-                                  nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
-                                  nnpccl_request_t *request);
-nnpccl_result_t nnpccl_ireduce(const void *sendbuf, void *recvbuf, size_t count,
-                               nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
-                               nnpccl_comm_t comm, nnpccl_request_t *request);
-nnpccl_result_t nnpccl_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                               nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
-                               nnpccl_request_t *request);
-nnpccl_result_t nnpccl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
-                                nnpccl_request_t *request);
-nnpccl_result_t nnpccl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
-                                 nnpccl_datatype_t datatype, nnpccl_comm_t comm,
-                                 nnpccl_request_t *request);
-nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request);
-nnpccl_result_t nnpccl_isend(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
-                             nnpccl_comm_t comm, nnpccl_request_t *request);
-nnpccl_result_t nnpccl_irecv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer,
-                             nnpccl_comm_t comm, nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                             nnpccl_datatype_t datatype, nnpccl_redop_t op,
+                                             nnpccl_comm_t comm, nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                                  nnpccl_datatype_t datatype, nnpccl_redop_t op,
+                                                  nnpccl_comm_t comm, nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                             nnpccl_datatype_t datatype, nnpccl_comm_t comm,
+                                             nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                             nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
+                                             nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                                          nnpccl_datatype_t datatype, nnpccl_redop_t op, int root,
+                                          nnpccl_comm_t comm, nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                          nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
+                                          nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           nnpccl_datatype_t datatype, int root, nnpccl_comm_t comm,
+                                           nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                            nnpccl_datatype_t datatype, nnpccl_comm_t comm,
+                                            nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_isend(const void *sendbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                                        nnpccl_comm_t comm, nnpccl_request_t *request);
+NNPCCL_API nnpccl_result_t nnpccl_irecv(void *recvbuf, size_t count, nnpccl_datatype_t datatype, int peer,
+                                        nnpccl_comm_t comm, nnpccl_request_t *request);
 
 /** Blocks until the request completes and frees it. Returns the operation's
  *  result. The handle is invalid afterwards. */
-nnpccl_result_t nnpccl_wait(nnpccl_request_t request);
+NNPCCL_API nnpccl_result_t nnpccl_wait(nnpccl_request_t request);
 
 /** Sets *done to 1 if the request has completed (the request is then freed
  *  and its result returned) or 0 if not (NNPCCL_SUCCESS returned, the
  *  request stays valid). */
-nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done);
+NNPCCL_API nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done);
 
 /** Releases a request without waiting; the operation still runs to
  *  completion, and its error, if any, shows in the communicator's async
  *  error. */
-nnpccl_result_t nnpccl_request_free(nnpccl_request_t request);
+NNPCCL_API nnpccl_result_t nnpccl_request_free(nnpccl_request_t request);
 
 #ifdef __cplusplus
 }

@@ -39,15 +39,22 @@ typedef enum {
 } nnpccl_collective_t;
 
 /** "allreduce", "reduce_scatter", ...; NULL for a value that is none. */
-const char *nnpccl_collective_name(nnpccl_collective_t collective);
+NNPCCL_API const char *nnpccl_collective_name(nnpccl_collective_t collective);
 /** The collective named `name` (as nnpccl_collective_name spells it). */
-nnpccl_result_t nnpccl_collective_from_name(const char *name, nnpccl_collective_t *collective);
+NNPCCL_API nnpccl_result_t nnpccl_collective_from_name(const char *name, nnpccl_collective_t *collective);
 /** Bytes per element; 0 for a value that is no datatype. */
-size_t nnpccl_datatype_size(nnpccl_datatype_t datatype);
-/** "float32", "bfloat16", ...; NULL for a value that is no datatype. */
-const char *nnpccl_datatype_name(nnpccl_datatype_t datatype);
+NNPCCL_API size_t nnpccl_datatype_size(nnpccl_datatype_t datatype);
+/** nccl-tests' names: "int8", "uint8", "int32", "uint32", "int64", "uint64",
+ *  "half", "bfloat16", "float", "double"; NULL for a value that is no
+ *  datatype. */
+NNPCCL_API const char *nnpccl_datatype_name(nnpccl_datatype_t datatype);
+/** The datatype named `name`: its name above or an alias ("float32", "fp16",
+ *  "f64", "bf16", "i32", ...). */
+NNPCCL_API nnpccl_result_t nnpccl_datatype_from_name(const char *name, nnpccl_datatype_t *datatype);
 /** "sum", "prod", "min", "max", "avg"; NULL for a value that is no op. */
-const char *nnpccl_redop_name(nnpccl_redop_t op);
+NNPCCL_API const char *nnpccl_redop_name(nnpccl_redop_t op);
+/** The op named `name` (as nnpccl_redop_name spells it). */
+NNPCCL_API nnpccl_result_t nnpccl_redop_from_name(const char *name, nnpccl_redop_t *op);
 
 /** One algorithm of the registry. The strings live as long as the library. */
 typedef struct {
@@ -58,9 +65,9 @@ typedef struct {
 } nnpccl_algorithm_info_t;
 
 /** Algorithms in the registry (the order ties are broken in). */
-int nnpccl_algorithm_count(void);
+NNPCCL_API int nnpccl_algorithm_count(void);
 /** The registry's `index`-th algorithm, 0 <= index < nnpccl_algorithm_count(). */
-nnpccl_result_t nnpccl_algorithm_get(int index, nnpccl_algorithm_info_t *info);
+NNPCCL_API nnpccl_result_t nnpccl_algorithm_get(int index, nnpccl_algorithm_info_t *info);
 
 /** One call, described as the collective functions of nnpccl.h take it:
  *  `count` is theirs (the per-rank block for the block-wise collectives),
@@ -81,7 +88,7 @@ typedef struct {
  *  NULL restores those it was made with. Collective: every rank makes the
  *  same change between the same two calls, or their plans differ. A bad
  *  token is an invalid argument naming it, and nothing changes. */
-nnpccl_result_t nnpccl_comm_set_algorithms(nnpccl_comm_t comm, const char *rules);
+NNPCCL_API nnpccl_result_t nnpccl_comm_set_algorithms(nnpccl_comm_t comm, const char *rules);
 
 /** The algorithm the next call like `call` runs on this communicator,
  *  copied to `name` (`name_bytes` with its terminating NUL; "" while the
@@ -89,9 +96,10 @@ nnpccl_result_t nnpccl_comm_set_algorithms(nnpccl_comm_t comm, const char *rules
  *  NULL, receives how many more calls like it the communicator will spend
  *  measuring before it decides (an upper bound during its first
  *  collectives; the same on every rank), so that a benchmark can run them
- *  as warm-up. Plans nothing that the call itself would not. */
-nnpccl_result_t nnpccl_comm_get_algorithm(nnpccl_comm_t comm, const nnpccl_call_t *call, char *name,
-                                          size_t name_bytes, size_t *tuning_calls_left);
+ *  as warm-up. Plans nothing that the call itself would not. Call it from
+ *  the thread that issues the communicator's calls. */
+NNPCCL_API nnpccl_result_t nnpccl_comm_get_algorithm(nnpccl_comm_t comm, const nnpccl_call_t *call, char *name,
+                                                     size_t name_bytes, size_t *tuning_calls_left);
 
 /** One algorithm's prediction for a call. */
 typedef struct {
@@ -121,16 +129,18 @@ typedef struct {
     char error[256];
 } nnpccl_explanation_t;
 
-/** Plans `call` (its buffers are not read) as a job of `nranks` ranks on
+/** Plans `call` (its buffers are not read) as a job of `nranks` ranks (0:
+ *  one on every chip of the topology) on
  *  `topology` (a preset name or a topology file, NULL or "" for flat, as
  *  NNPCCL_TOPO) would, with the settings of the environment, and reports
  *  every algorithm serving the collective, in registry order, in
  *  predictions[0..*count) (at most `capacity`), and the choice in
  *  *explanation. A call no algorithm can run is no error: explanation->
- *  chosen is "" and ->error says why. */
-nnpccl_result_t nnpccl_explain(const char *topology, int nranks, const nnpccl_call_t *call,
-                               nnpccl_prediction_t *predictions, int capacity, int *count,
-                               nnpccl_explanation_t *explanation);
+ *  chosen is "" and ->error says why. With both buffers NULL the call is
+ *  planned out of place. */
+NNPCCL_API nnpccl_result_t nnpccl_explain(const char *topology, int nranks, const nnpccl_call_t *call,
+                                          nnpccl_prediction_t *predictions, int capacity, int *count,
+                                          nnpccl_explanation_t *explanation);
 
 #ifdef __cplusplus
 }

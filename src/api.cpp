@@ -14,6 +14,7 @@
 #include <system_error>
 #include <unordered_set>
 
+#include "api_support.hpp"
 #include "bootstrap_root.hpp"
 #include "comm.hpp"
 #include "launch_env.hpp"
@@ -28,109 +29,6 @@ struct nnpccl_request {
 };
 
 namespace {
-
-thread_local std::string t_last_error;
-
-nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
-    if (!st.is_ok()) {
-        if (comm != nullptr) comm->set_last_error(st.message());
-        else t_last_error = st.message();
-    }
-    return st.code();
-}
-
-#define NNPCCL_TRY_REPORT(comm, expr)                                                                             \
-    do {                                                                                                          \
-        ::nnpccl::Status try_status_ = (expr);                                                                    \
-        if (!try_status_.is_ok()) return report((comm), try_status_);                                             \
-    } while (0)
-
-// The communicators created and not yet destroyed or aborted. A call finds
-// its handle here and holds it (active_calls) under the same lock, and
-// abort/destroy take the handle out before waiting for the holders to leave.
-// So a call that races with abort on another thread (a thread polling
-// nnpccl_comm_get_async_error, say) either finishes before the free or finds
-// the handle gone: it never touches freed memory, and a stale or garbage
-// handle is refused without being dereferenced.
-class LiveComms {
-public:
-    void add(nnpccl_comm *comm) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_.insert(comm);
-    }
-    void remove(nnpccl_comm *comm) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_.erase(comm);
-    }
-    // True, with one more active call on it, when comm is live.
-    bool hold(nnpccl_comm *comm) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (live_.count(comm) == 0) return false;
-        comm->active_calls.fetch_add(1);
-        return true;
-    }
-
-private:
-    std::mutex mutex_;
-    std::unordered_set<const nnpccl_comm *> live_;
-};
-
-LiveComms &live_comms() {
-    static LiveComms registry;
-    return registry;
-}
-
-// Holds the communicator alive for the length of one API call.
-class CallGuard {
-public:
-    explicit CallGuard(nnpccl_comm *comm) : asked_(comm), held_(live_comms().hold(comm) ? comm : nullptr) {}
-    ~CallGuard() { release(); }
-    CallGuard(const CallGuard &) = delete;
-    CallGuard &operator=(const CallGuard &) = delete;
-
-    bool held() const { return held_ != nullptr; }
-    // Ends the hold early: abort and destroy, before they free the communicator.
-    void release() {
-        if (held_ != nullptr) held_->active_calls.fetch_sub(1);
-        held_ = nullptr;
-    }
-    // Whether the handle names a live communicator (report failures with no communicator).
-    Status check_live() const {
-        if (asked_ == nullptr) return invalid_argument("comm is NULL");
-        if (held_ == nullptr) return invalid_argument("comm is not a live communicator (destroyed, aborted or corrupt)");
-        return Status::ok();
-    }
-    // Whether it may still start work (report failures on the communicator).
-    Status check_open() const {
-        return held_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
-    }
-
-private:
-    nnpccl_comm *asked_;
-    nnpccl_comm *held_;
-};
-
-// Frees the communicator once no other thread is inside a call on it. The
-// caller has released its own hold.
-void free_comm(nnpccl_comm *comm) {
-    live_comms().remove(comm);
-    while (comm->active_calls.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    delete comm;
-}
-
-// Calls that need the built communicator are refused, without waiting,
-// while a nonblocking init is still building it and after that init failed.
-Status check_ready(const nnpccl_comm *comm) {
-    switch (comm->init_state.load(std::memory_order_acquire)) {
-    case nnpccl_comm::InitState::Ready: return Status::ok();
-    case nnpccl_comm::InitState::Running:
-        return invalid_usage("the communicator is still initializing (nonblocking init): poll "
-                             "nnpccl_comm_get_async_error until it gives NNPCCL_SUCCESS before using it");
-    case nnpccl_comm::InitState::Failed: break;
-    }
-    return invalid_usage("the communicator's nonblocking init failed, so it can only be destroyed or aborted: %s",
-                         comm->init_failure.message().c_str());
-}
 
 // Ends a nonblocking init that is still running (its waits return at once)
 // and waits for its thread, so that the init state is final afterwards.
@@ -342,7 +240,7 @@ const char *nnpccl_get_error_string(nnpccl_result_t result) {
 
 const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     CallGuard guard(comm);
-    if (!guard.held()) return t_last_error.c_str();
+    if (!guard.held()) return thread_last_error().c_str();
     std::lock_guard<std::mutex> lock(comm->error_mutex);
     // Copied here, not by the init's thread, so that a string handed out
     // earlier does not change under its reader.

@@ -17,6 +17,7 @@
 
 #include "local_launch.hpp"
 #include "mp_support.hpp"
+#include "nnpccl_inspect.h"
 
 namespace {
 
@@ -157,6 +158,86 @@ std::vector<std::string> shm_files() {
 }
 
 } // namespace
+
+// nnpccl_inspect.h on a live communicator: forcing algorithms changes what
+// the next call runs on every rank, NULL goes back to the communicator's
+// own, and a bad rule or call is refused by name with nothing changed.
+int inspect_and_force(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = init(rank, nranks, id);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
+    nnpccl_call_t call{};
+    call.collective = NNPCCL_COLL_ALLREDUCE;
+    call.sendbuf = in.data();
+    call.recvbuf = out.data();
+    call.count = in.size();
+    call.datatype = NNPCCL_INT32;
+    call.op = NNPCCL_SUM;
+    char name[32] = "";
+    auto runs = [&](const char *expected) {
+        size_t left = 99;
+        EXPECT(nnpccl_comm_get_algorithm(comm, &call, name, sizeof name, &left) == NNPCCL_SUCCESS);
+        EXPECT(std::strcmp(name, expected) == 0);
+        EXPECT(left == 0); // forced: nothing to measure
+        EXPECT(nnpccl_allreduce(in.data(), out.data(), in.size(), NNPCCL_INT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+        EXPECT(out[0] == nranks * (nranks + 1) / 2 && out.back() == out[0]);
+    };
+    for (const char *algorithm : {"ring", "direct", "halving_doubling", "double_binary_tree"}) {
+        EXPECT(nnpccl_comm_set_algorithms(comm, (std::string("allreduce:") + algorithm).c_str()) == NNPCCL_SUCCESS);
+        runs(algorithm);
+    }
+    EXPECT(nnpccl_comm_set_algorithms(comm, "allreduce:rnig") == NNPCCL_ERR_INVALID_ARGUMENT);
+    EXPECT(mentions(nnpccl_get_last_error(comm), "rnig"));
+    runs("double_binary_tree"); // unchanged by the refusal
+    EXPECT(nnpccl_comm_set_algorithms(comm, nullptr) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_comm_get_algorithm(comm, &call, name, sizeof name, nullptr) == NNPCCL_SUCCESS);
+    EXPECT(nnpccl_comm_get_algorithm(comm, &call, name, 2, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT ||
+           std::strlen(name) < 2);
+    call.collective = static_cast<nnpccl_collective_t>(77);
+    EXPECT(nnpccl_comm_get_algorithm(comm, &call, name, sizeof name, nullptr) == NNPCCL_ERR_INVALID_ARGUMENT);
+    EXPECT(mentions(nnpccl_get_last_error(comm), "collective"));
+    EXPECT(allreduce_works(comm, rank, nranks));
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+TEST_CASE("nnpccl_inspect.h: the selector's choice, forced and explained", "[mp][api][inspect]") {
+    CHECK(run_local_ranks(3, inspect_and_force) == 0);
+
+    nnpccl_call_t call{};
+    call.collective = NNPCCL_COLL_ALLREDUCE;
+    call.count = size_t{1} << 28;
+    call.datatype = NNPCCL_FLOAT32;
+    call.op = NNPCCL_SUM;
+    std::vector<nnpccl_prediction_t> predictions(static_cast<size_t>(nnpccl_algorithm_count()));
+    int count = 0;
+    nnpccl_explanation_t e;
+    REQUIRE(nnpccl_explain("nnpt-pod32", 32, &call, predictions.data(), static_cast<int>(predictions.size()), &count,
+                           &e) == NNPCCL_SUCCESS);
+    CHECK(std::string(e.topology) == "nnpt-pod32");
+    CHECK(e.nranks == 32);
+    CHECK(std::string(e.chosen) == "torus2d"); // at 1 GiB on the POD's torus
+    int chosen = 0;
+    for (int i = 0; i < count; ++i) {
+        const nnpccl_prediction_t &p = predictions[static_cast<size_t>(i)];
+        chosen += p.chosen;
+        if (p.applies) CHECK(p.time_us >= e.lower_bound_us); // nothing beats the bound
+    }
+    CHECK(chosen == 1);
+    CHECK(nnpccl_explain("no-such-machine", 4, &call, predictions.data(), count, &count, &e) ==
+          NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(mentions(nnpccl_get_last_error(nullptr), "no-such-machine"));
+    nnpccl_collective_t c;
+    CHECK(nnpccl_collective_from_name("reduce_scatter", &c) == NNPCCL_SUCCESS);
+    CHECK(c == NNPCCL_COLL_REDUCE_SCATTER);
+    CHECK(nnpccl_collective_from_name("bcast", &c) == NNPCCL_ERR_INVALID_ARGUMENT);
+    nnpccl_datatype_t dt;
+    CHECK(nnpccl_datatype_from_name("bf16", &dt) == NNPCCL_SUCCESS);
+    CHECK(dt == NNPCCL_BFLOAT16);
+    CHECK(nnpccl_datatype_size(dt) == 2);
+    CHECK(nnpccl_datatype_name(static_cast<nnpccl_datatype_t>(99)) == nullptr);
+}
 
 TEST_CASE("bad arguments are refused by name and the communicator stays usable", "[mp][api]") {
     CHECK(run_local_ranks(2, bad_input) == 0);

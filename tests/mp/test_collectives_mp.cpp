@@ -13,7 +13,6 @@
 #include "dtype.hpp"
 #include "local_launch.hpp"
 
-using nnpccl::Collective;
 using nnpccl_check::CallShape;
 
 namespace {
@@ -30,12 +29,12 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
     }
     int failures = 0;
     const size_t counts[] = {0, 1, 2, 17, 1009, 65537};
-    const Collective colls[] = {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather,
-                                Collective::Broadcast, Collective::Reduce,    Collective::Gather,
-                                Collective::Scatter,   Collective::Alltoall};
+    const nnpccl_collective_t colls[] = {NNPCCL_COLL_ALLREDUCE, NNPCCL_COLL_REDUCE_SCATTER, NNPCCL_COLL_ALLGATHER,
+                                NNPCCL_COLL_BROADCAST, NNPCCL_COLL_REDUCE,    NNPCCL_COLL_GATHER,
+                                NNPCCL_COLL_SCATTER,   NNPCCL_COLL_ALLTOALL};
     std::vector<unsigned char> send, recv;
-    for (Collective coll : colls) {
-        const bool reduces = nnpccl::reduces(coll);
+    for (nnpccl_collective_t coll : colls) {
+        const bool reduces = nnpccl_check::reduces(coll);
         for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d)
             for (int o = 0; o < (reduces ? NNPCCL_NUM_OPS : 1); ++o)
                 for (size_t count : counts)
@@ -49,7 +48,7 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
                         s.dt = static_cast<nnpccl_datatype_t>(d);
                         s.op = static_cast<nnpccl_redop_t>(o);
                         s.in_place = in_place;
-                        const size_t es = nnpccl::datatype_size(s.dt);
+                        const size_t es = nnpccl_datatype_size(s.dt);
                         send.assign(s.send_elems() * es + 1, 0);
                         recv.assign(s.total() * es + 1, 0);
                         const void *sp = nullptr;
@@ -64,8 +63,8 @@ int run_matrix(int rank, int nranks, const nnpccl_unique_id_t &id) {
                         if (rc != NNPCCL_SUCCESS || wrong != 0) {
                             ++failures;
                             std::fprintf(stderr, "rank %d/%d: %s %s %s count=%zu %s: %s, %zu wrong: %s\n", rank, nranks,
-                                         nnpccl::collective_name(coll), nnpccl::datatype_name(s.dt),
-                                         nnpccl::redop_name(s.op), count, in_place ? "in place" : "out of place",
+                                         nnpccl_collective_name(coll), nnpccl_datatype_name(s.dt),
+                                         nnpccl_redop_name(s.op), count, in_place ? "in place" : "out of place",
                                          nnpccl_get_error_string(rc), wrong, nnpccl_get_last_error(comm));
                             if (rc != NNPCCL_SUCCESS) {
                                 nnpccl_comm_abort(comm);

@@ -19,7 +19,6 @@
 #include "local_launch.hpp"
 #include "mp_support.hpp"
 
-using nnpccl::Collective;
 using nnpccl_check::CallShape;
 
 namespace {
@@ -30,7 +29,7 @@ nnpccl_comm_t join(int rank, int nranks, const nnpccl_unique_id_t &id, int timeo
     return join_job(rank, nranks, id, timeout_sec, 4096);
 }
 
-CallShape p2p_shape(Collective coll, int rank, int nranks, int peer, size_t count, nnpccl_datatype_t dt) {
+CallShape p2p_shape(nnpccl_collective_t coll, int rank, int nranks, int peer, size_t count, nnpccl_datatype_t dt) {
     CallShape s;
     s.collective = coll;
     s.rank = rank;
@@ -43,7 +42,7 @@ CallShape p2p_shape(Collective coll, int rank, int nranks, int peer, size_t coun
 
 // The send side's buffer, filled with the sender's tagged pattern.
 std::vector<unsigned char> outgoing(const CallShape &s) {
-    std::vector<unsigned char> buf(s.count * nnpccl::datatype_size(s.dt) + 1);
+    std::vector<unsigned char> buf(s.count * nnpccl_datatype_size(s.dt) + 1);
     nnpccl_check::tagged_pattern(s.dt, s.rank).fill(buf.data(), 0, s.count);
     return buf;
 }
@@ -63,19 +62,19 @@ int every_pair(int rank, int nranks, const nnpccl_unique_id_t &id) {
                     nnpccl_result_t rc;
                     size_t wrong = 0;
                     if (rank == from) {
-                        CallShape s = p2p_shape(Collective::Send, rank, nranks, to, count, dt);
+                        CallShape s = p2p_shape(NNPCCL_COLL_SEND, rank, nranks, to, count, dt);
                         std::vector<unsigned char> buf = outgoing(s);
                         rc = nnpccl_check::issue(comm, s, buf.data(), nullptr);
                     } else {
-                        CallShape s = p2p_shape(Collective::Recv, rank, nranks, from, count, dt);
-                        std::vector<unsigned char> buf(count * nnpccl::datatype_size(dt) + 1, 0);
+                        CallShape s = p2p_shape(NNPCCL_COLL_RECV, rank, nranks, from, count, dt);
+                        std::vector<unsigned char> buf(count * nnpccl_datatype_size(dt) + 1, 0);
                         rc = nnpccl_check::issue(comm, s, nullptr, buf.data());
                         wrong = rc == NNPCCL_SUCCESS ? nnpccl_check::count_wrong(s, buf.data()) : 0;
                         wrong += buf.back() != 0; // nothing past the message
                     }
                     if (rc != NNPCCL_SUCCESS || wrong != 0) {
                         std::fprintf(stderr, "rank %d/%d: %d -> %d, %zu x %s: %s, %zu wrong: %s\n", rank, nranks,
-                                     from, to, count, nnpccl::datatype_name(dt), nnpccl_get_error_string(rc), wrong,
+                                     from, to, count, nnpccl_datatype_name(dt), nnpccl_get_error_string(rc), wrong,
                                      nnpccl_get_last_error(comm));
                         ++failures;
                         if (rc != NNPCCL_SUCCESS) {
@@ -102,8 +101,8 @@ int ring_exchange(int rank, int nranks, const nnpccl_unique_id_t &id) {
     const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     for (size_t count : {size_t{0}, size_t{3}, size_t{1} << 20})
         for (bool recv_first : {false, true}) {
-            CallShape out = p2p_shape(Collective::Send, rank, nranks, next, count, NNPCCL_FLOAT32);
-            CallShape in = p2p_shape(Collective::Recv, rank, nranks, prev, count, NNPCCL_FLOAT32);
+            CallShape out = p2p_shape(NNPCCL_COLL_SEND, rank, nranks, next, count, NNPCCL_FLOAT32);
+            CallShape in = p2p_shape(NNPCCL_COLL_RECV, rank, nranks, prev, count, NNPCCL_FLOAT32);
             std::vector<unsigned char> send = outgoing(out), recv(count * 4 + 1, 0);
             nnpccl_request_t s = nullptr, r = nullptr;
             if (recv_first) EXPECT(nnpccl_irecv(recv.data(), count, NNPCCL_FLOAT32, prev, comm, &r) == NNPCCL_SUCCESS);
@@ -117,8 +116,8 @@ int ring_exchange(int rank, int nranks, const nnpccl_unique_id_t &id) {
         }
     // A pending isend and a blocking recv: the recv runs beside the send.
     const size_t count = size_t{1} << 18;
-    CallShape out = p2p_shape(Collective::Send, rank, nranks, next, count, NNPCCL_INT64);
-    CallShape in = p2p_shape(Collective::Recv, rank, nranks, prev, count, NNPCCL_INT64);
+    CallShape out = p2p_shape(NNPCCL_COLL_SEND, rank, nranks, next, count, NNPCCL_INT64);
+    CallShape in = p2p_shape(NNPCCL_COLL_RECV, rank, nranks, prev, count, NNPCCL_INT64);
     std::vector<unsigned char> send = outgoing(out), recv(count * 8, 0);
     nnpccl_request_t s = nullptr;
     EXPECT(nnpccl_isend(send.data(), count, NNPCCL_INT64, next, comm, &s) == NNPCCL_SUCCESS);
@@ -146,14 +145,14 @@ int many_pending(int rank, int nranks, const nnpccl_unique_id_t &id) {
     for (int round = 0; round < rounds; ++round)
         for (int k = 1; k < nranks; ++k) {
             const int to = (rank + k) % nranks;
-            sends.push_back(outgoing(p2p_shape(Collective::Send, rank, nranks, to, count, NNPCCL_INT32)));
+            sends.push_back(outgoing(p2p_shape(NNPCCL_COLL_SEND, rank, nranks, to, count, NNPCCL_INT32)));
             requests.emplace_back();
             EXPECT(nnpccl_isend(sends.back().data(), count, NNPCCL_INT32, to, comm, &requests.back()) == NNPCCL_SUCCESS);
         }
     for (int round = 0; round < rounds; ++round)
         for (int k = 1; k < nranks; ++k) {
             const int from = (rank + nranks - k) % nranks;
-            expected.push_back(p2p_shape(Collective::Recv, rank, nranks, from, count, NNPCCL_INT32));
+            expected.push_back(p2p_shape(NNPCCL_COLL_RECV, rank, nranks, from, count, NNPCCL_INT32));
             recvs.emplace_back(count * 4, 0);
         }
     for (size_t i = 0; i < recvs.size(); ++i) {
@@ -399,7 +398,7 @@ TEST_CASE("a send and recv that disagree fail both ranks with NNPCCL_ERR_INVALID
                           {0, NNPCCL_FLOAT32, 5},
                           {5, NNPCCL_INT32, 5}};
     for (const Case &c : cases) {
-        INFO("send " << c.send_count << " x " << nnpccl::datatype_name(c.send_dt) << ", recv " << c.recv_count);
+        INFO("send " << c.send_count << " x " << nnpccl_datatype_name(c.send_dt) << ", recv " << c.recv_count);
         CHECK(run_local_ranks(3, [&c](int r, int n, const nnpccl_unique_id_t &id) {
                   return mismatched(r, n, id, c.send_count, c.send_dt, c.recv_count);
               }) == 0);

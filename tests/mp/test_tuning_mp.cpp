@@ -9,31 +9,24 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"
 #include "local_launch.hpp"
 #include "mp_support.hpp"
-#include "registry.hpp"
+#include "nnpccl_inspect.h"
+#include "tuner.hpp"
 
 namespace {
 
-nnpccl::Call allreduce_call(nnpccl_comm_t comm, const void *send, void *recv, size_t count) {
-    nnpccl::Call c;
-    c.collective = nnpccl::Collective::Allreduce;
-    c.send = send;
-    c.recv = recv;
-    c.count = count;
-    c.datatype = NNPCCL_INT32;
-    c.op = NNPCCL_SUM;
-    comm->complete(&c);
-    return c;
-}
-
-// The algorithm the next such call runs, and the tuner's calls left before it decides.
+// The algorithm the next allreduce of `count` int32 runs ("" while the
+// ranks measure), and the calls the tuner still spends measuring.
 std::string next_algorithm(nnpccl_comm_t comm, size_t count, size_t *tuning_calls_left) {
-    std::string name;
-    if (!comm->selector->next_algorithm(allreduce_call(comm, nullptr, nullptr, count), comm->next_sequence, &name,
-                                        tuning_calls_left))
-        name = "(failed)";
+    nnpccl_call_t call{};
+    call.collective = NNPCCL_COLL_ALLREDUCE;
+    call.count = count;
+    call.datatype = NNPCCL_INT32;
+    call.op = NNPCCL_SUM;
+    char name[64];
+    if (nnpccl_comm_get_algorithm(comm, &call, name, sizeof name, tuning_calls_left) != NNPCCL_SUCCESS)
+        return "(failed)";
     return name;
 }
 
@@ -44,9 +37,10 @@ size_t tuning_calls_left(nnpccl_comm_t comm, size_t count) {
 }
 
 int registry_index(const std::string &name) {
-    const std::vector<nnpccl::AlgorithmInfo> &all = nnpccl::algorithm_registry();
-    for (size_t i = 0; i < all.size(); ++i)
-        if (name == all[i].name) return static_cast<int>(i);
+    for (int i = 0; i < nnpccl_algorithm_count(); ++i) {
+        nnpccl_algorithm_info_t a;
+        if (nnpccl_algorithm_get(i, &a) == NNPCCL_SUCCESS && name == a.name) return i;
+    }
     return -1;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nnpccl.h"
+#include "nnpccl_inspect.h"
 
 namespace nnpccl_check {
 
@@ -47,21 +48,25 @@ Pattern tagged_pattern(nnpccl_datatype_t dt, int rank);
 // The reduction over ranks 0..nranks-1 of their inputs (avg divides by nranks).
 Pattern reduced_pattern(nnpccl_datatype_t dt, nnpccl_redop_t op, int nranks);
 
-} // namespace nnpccl_check
 
-#include "collective.hpp"
-
-namespace nnpccl_check {
+// Has a root rank (broadcast, reduce, gather, scatter).
+constexpr bool has_root(nnpccl_collective_t c) {
+    return c == NNPCCL_COLL_BROADCAST || c == NNPCCL_COLL_REDUCE || c == NNPCCL_COLL_GATHER || c == NNPCCL_COLL_SCATTER;
+}
+// Combines the ranks' data with an op.
+constexpr bool reduces(nnpccl_collective_t c) {
+    return c == NNPCCL_COLL_ALLREDUCE || c == NNPCCL_COLL_REDUCE_SCATTER || c == NNPCCL_COLL_REDUCE;
+}
 
 // One call of a collective as one rank sees it, for laying out inputs and
 // checking outputs the same way in ccl-bench and in the tests.
 struct CallShape {
-    nnpccl::Collective collective = nnpccl::Collective::Allreduce;
+    nnpccl_collective_t collective = NNPCCL_COLL_ALLREDUCE;
     int rank = 0;
     int nranks = 1;
     // The API's count: the per-rank block for reduce_scatter, allgather,
     // gather, scatter and alltoall, the message for send and recv, the
-    // whole buffer otherwise (see nnpccl::CollectiveArgs).
+    // whole buffer otherwise, as nnpccl.h counts.
     size_t count = 0;
     int root = 0; // the peer, for send and recv
     nnpccl_datatype_t dt = NNPCCL_FLOAT32;

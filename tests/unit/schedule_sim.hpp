@@ -42,7 +42,7 @@ struct SimResult {
 // for the collectives that hand each rank its own, the whole buffer else.
 inline size_t output_elems(const CallShape &s) {
     const bool one_block =
-        s.collective == nnpccl::Collective::ReduceScatter || s.collective == nnpccl::Collective::Scatter;
+        s.collective == NNPCCL_COLL_REDUCE_SCATTER || s.collective == NNPCCL_COLL_SCATTER;
     return one_block ? s.count : s.total();
 }
 
@@ -98,7 +98,7 @@ inline SimResult run_ranks_with(std::vector<CallShape> shapes, const Builder &bu
         recv_before[ur] = recv[ur];
         outputs.push_back(rp);
         Call args;
-        args.collective = shape.collective;
+        args.collective = static_cast<Collective>(shape.collective); // nnpccl_inspect.h mirrors the enum
         args.count = shape.count;
         args.root = shape.root;
         args.in_place = shape.in_place;
@@ -189,7 +189,7 @@ inline size_t simulate(CallShape shape, const Builder &build, size_t chunk_elems
 inline CallShape make_shape(nnpccl::Collective coll, int p, size_t count, bool in_place, int root,
                             nnpccl_datatype_t dt, nnpccl_redop_t op) {
     CallShape s;
-    s.collective = coll;
+    s.collective = static_cast<nnpccl_collective_t>(coll);
     s.nranks = p;
     s.count = count;
     s.in_place = in_place;
