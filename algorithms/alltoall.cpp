@@ -23,6 +23,8 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
 #include "patterns.hpp"
 #include "step_list.hpp"
 
@@ -110,6 +112,56 @@ Schedule build_direct_alltoall(const CollectiveArgs &args) {
     alltoall.prepare();
     alltoall.direct();
     return sched;
+}
+
+// Its entry in the registry (registry.cpp): its cost, how it is built on a
+// topology and how many channels it takes.
+namespace {
+
+// Pairwise alltoall (alltoall.cpp): p-1 rounds, in round k rank r sends its
+// block of m = S/p bytes to r+k: ceil(m / C)·α plus the round's bytes
+// through the links their routes share. Beyond kSampledRounds rounds, a
+// stride of them stands for all.
+double predict_pairwise_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    constexpr int kSampledRounds = 32;
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double block = static_cast<double>(call_bytes(args)) / p, chunk = chunk_bytes(args);
+    const int stride = (p - 1 + kSampledRounds - 1) / kSampledRounds;
+    auto round = [&](int k) {
+        std::vector<Flow> flows;
+        for (int r = 0; r < p; ++r) flows.push_back({r, (r + k) % p, block});
+        return flows;
+    };
+    std::vector<Flow> partners;
+    for (int k = 1; k < p; k += stride) {
+        const std::vector<Flow> flows = round(k);
+        partners.insert(partners.end(), flows.begin(), flows.end());
+    }
+    RouteTable routes(t);
+    routes.trace(partners); // one search per rank
+    double us = 0;
+    for (int k = 1; k < p; k += stride) {
+        const FlowCost cost = concurrent(t, round(k), &routes);
+        us += std::min(stride, p - k) * (messages(block, chunk) * cost.latency_us + cost.transfer_us);
+    }
+    return host_lockstep(t, inputs, us);
+}
+
+Schedule build_on(const CollectiveArgs &args, const Topology &) { return build_pairwise_alltoall(args); }
+
+} // namespace
+
+const AlgorithmInfo &pairwise_algorithm() {
+    static const AlgorithmInfo info{"pairwise",
+                                    "p-1 rounds; in round k every rank sends to rank+k and receives from rank-k",
+                                    "",
+                                    {Collective::Alltoall},
+                                    build_on,
+                                    applies_with_valid_root,
+                                    predict_pairwise_us,
+                                    one_channel};
+    return info;
 }
 
 } // namespace nnpccl

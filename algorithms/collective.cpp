@@ -1,5 +1,7 @@
 #include "collective.hpp"
 
+#include <algorithm>
+
 namespace nnpccl {
 
 const char *collective_name(Collective c) {
@@ -27,6 +29,31 @@ bool collective_from_name(std::string_view name, Collective *out) {
         }
     }
     return false;
+}
+
+size_t call_bytes(const CollectiveArgs &args) {
+    const size_t bytes = args.count * args.elem_size;
+    switch (args.collective) {
+    case Collective::ReduceScatter:
+    case Collective::Allgather:
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::Alltoall: return bytes * static_cast<size_t>(std::max(1, args.nranks));
+    default: return bytes;
+    }
+}
+
+double bus_bandwidth_factor(Collective c, int nranks) {
+    const double p = std::max(1, nranks);
+    switch (c) {
+    case Collective::Allreduce: return 2 * (p - 1) / p;
+    case Collective::ReduceScatter:
+    case Collective::Allgather:
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::Alltoall: return (p - 1) / p;
+    default: return 1;
+    }
 }
 
 } // namespace nnpccl

@@ -54,7 +54,7 @@ struct CollectiveArgs {
     // The root of broadcast, reduce, gather and scatter; for send and recv
     // the peer (the destination of a send, the source of a recv).
     int root = -1;
-    // In place by pointer equality, as DESIGN.md ("Public C API") has it
+    // In place by pointer equality, as docs/design.md ("Public C API") has it
     // for the other collectives; for gather and scatter only the root's
     // pointers count (every other rank either reads or writes, never both):
     //   gather     the root's send == recv + root·count
@@ -69,5 +69,15 @@ struct CollectiveArgs {
     size_t chunk_elems = 1; // the most elements one message may carry
     size_t elem_size = 4;   // bytes per element (the planner weighs bytes, not elements)
 };
+
+// The bytes of a call as ccl-bench prints them (its size column, and what
+// NNPCCL_ALGO size ranges are over): the whole buffer of allreduce,
+// broadcast and reduce; p blocks for reduce-scatter, allgather, gather,
+// scatter and alltoall; the message of send and recv.
+size_t call_bytes(const CollectiveArgs &args);
+
+// busbw = algbw x this (docs/design.md, "Benchmark output"): 2(p-1)/p for
+// allreduce, (p-1)/p for the block-wise collectives, 1 otherwise.
+double bus_bandwidth_factor(Collective c, int nranks);
 
 } // namespace nnpccl

@@ -42,30 +42,8 @@ struct CostInputs {
     double host_reduce_us(size_t elem_size) const;
 };
 
-// The bytes of a call as ccl-bench prints them (its size column, and what
-// NNPCCL_ALGO size ranges are over): the whole buffer of allreduce,
-// broadcast and reduce; p blocks for reduce-scatter, allgather, gather,
-// scatter and alltoall; the message of send and recv.
-size_t call_bytes(const CollectiveArgs &args);
-
-// busbw = algbw x this (DESIGN.md, "Benchmark output"): 2(p-1)/p for
-// allreduce, (p-1)/p for the block-wise collectives, 1 otherwise.
-double bus_bandwidth_factor(Collective c, int nranks);
-
 // The least time any algorithm can take for the call: its bus bytes over
 // the slowest chip's injection bandwidth (for allreduce 2(p-1)/p·n / B).
 double lower_bound_us(const CollectiveArgs &args, const Topology &topology);
-
-// Each algorithm's predicted time (µs) for a call it serves and applies to
-// (registry.hpp says which). The formulas are in cost_model.cpp, next to
-// the builder costs they implement.
-double predict_ring_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_direct_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_halving_doubling_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_torus2d_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_pairwise_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_p2p_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
-double predict_dissemination_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
 
 } // namespace nnpccl

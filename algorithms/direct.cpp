@@ -30,6 +30,8 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
 #include "patterns.hpp"
 #include "step_list.hpp"
 
@@ -130,6 +132,70 @@ Schedule build_direct_reduce_scatter(const CollectiveArgs &args) {
         if (args.in_place) steps.add(kStore, -1, -1, acc, BufRef{Buf::Recv, c.begin}, len, true);
     }
     return sched;
+}
+
+// Its entry in the registry (registry.cpp): its cost, how it is built on a
+// topology and how many channels it takes.
+namespace {
+
+// Direct (direct.cpp, linear.cpp, alltoall.cpp): per chunk every transfer
+// starts at once and the next chunk waits for them, so c = ceil(m / C)
+// rounds of α plus every byte through the most loaded link or port:
+//   allreduce   c·α + (p-1)·Sβ (everyone's buffer to everyone) + (p-1)·Sγ
+//   allgather   c·α + (p-1)·mβ out of and into every rank, m = S/p per rank
+//   reduce-scatter  the same + (p-1)·mγ, each rank folding its block
+//   gather      c·α + (p-1)·mβ into the root, m = S/p per rank
+//   scatter     the same out of the root
+//   alltoall    c·α + (p-1)·mβ out of and into every rank, m = S/p per pair
+double predict_direct_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const double per_pair = args.collective == Collective::Allreduce ? total : total / p;
+    std::vector<Flow> flows;
+    for (int a = 0; a < p; ++a)
+        for (int b = 0; b < p; ++b) {
+            if (a == b) continue;
+            const bool wanted = args.collective == Collective::Gather    ? b == args.root
+                                : args.collective == Collective::Scatter ? a == args.root
+                                                                         : true;
+            if (wanted) flows.push_back({a, b, per_pair});
+        }
+    const FlowCost cost = concurrent(t, flows);
+    const double transfer = messages(per_pair, chunk) * cost.latency_us + cost.transfer_us;
+    const double reduced = args.collective == Collective::Allreduce       ? (p - 1.0) * total
+                           : args.collective == Collective::ReduceScatter ? (p - 1.0) * per_pair
+                                                                          : 0;
+    return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, transfer, reduced));
+}
+
+Schedule build_on(const CollectiveArgs &args, const Topology &) {
+    switch (args.collective) {
+    case Collective::Gather: return build_linear_gather(args);
+    case Collective::Scatter: return build_linear_scatter(args);
+    case Collective::Alltoall: return build_direct_alltoall(args);
+    case Collective::Allgather: return build_direct_allgather(args);
+    case Collective::ReduceScatter: return build_direct_reduce_scatter(args);
+    default: return build_direct_allreduce(args);
+    }
+}
+
+} // namespace
+
+const AlgorithmInfo &direct_algorithm() {
+    static const AlgorithmInfo info{
+        "direct",
+        "one round: every rank sends straight to every rank that needs its data (allreduce: its whole buffer to all; "
+        "allgather: its block to all; reduce-scatter: block j to rank j; gather, scatter: to or from the root; "
+        "alltoall: every block at once)",
+        "",
+        {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather, Collective::Gather,
+         Collective::Scatter, Collective::Alltoall},
+        build_on,
+        applies_with_valid_root,
+        predict_direct_us,
+        one_channel};
+    return info;
 }
 
 } // namespace nnpccl

@@ -22,6 +22,8 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
 #include "patterns.hpp"
 #include "step_list.hpp"
 
@@ -121,6 +123,76 @@ Schedule build_double_binary_tree(const CollectiveArgs &args) {
         }
     }
     return sched;
+}
+
+// Its entry in the registry (registry.cpp): its cost, how it is built on a
+// topology and how many channels it takes.
+namespace {
+
+// Double binary tree (double_binary_tree.cpp): two trees of height h, S/2
+// each in k = ceil(S/2 / C) chunks of c bytes; per pipeline stage every tree
+// edge carries a chunk up (reduce, allreduce) and one down (broadcast,
+// allreduce), all at once: α of the longest edge route plus the stage's
+// bytes through the busiest link or port.
+//   allreduce            (2h + k - 1) stages, trees over all ranks
+//   broadcast, reduce    (h + k - 1) stages, both trees hung from the root
+// Up to kTracedSources ranks the trees are the builder's; beyond, the
+// topology's double binary tree embedding (the same shape over ring 0's
+// order) stands in for them.
+double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const bool allreduce = args.collective == Collective::Allreduce;
+    const int root = allreduce ? -1 : args.root;
+    const bool up = args.collective != Collective::Broadcast, down = args.collective != Collective::Reduce;
+    std::vector<int> parents[2];
+    int height = 0;
+    for (int which = 0; which < 2; ++which) {
+        if (p <= kTracedSources) {
+            for (int r = 0; r < p; ++r) {
+                const DoubleTreePattern node(p, root, which, r);
+                parents[which].push_back(node.parent());
+                height = std::max(height, node.height());
+            }
+        } else {
+            parents[which] = t.double_binary_tree(which).parent;
+            height = std::max(height, t.double_binary_tree(which).depth);
+        }
+    }
+    const double half = total / 2, pieces = messages(half, chunk), piece = half / std::max(1.0, pieces);
+    std::vector<Flow> stage;
+    for (const std::vector<int> &parent : parents)
+        for (int r = 0; r < p; ++r) {
+            const int above = parent[static_cast<size_t>(r)];
+            if (above < 0) continue;
+            if (up) stage.push_back({r, above, piece});
+            if (down) stage.push_back({above, r, piece});
+        }
+    const FlowCost cost = concurrent(t, stage);
+    const double stages = (allreduce ? 2 * height : height) + pieces - 1;
+    const double reduced = args.collective == Collective::Broadcast ? 0 : total;
+    return host_lockstep(t, inputs,
+                         with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced));
+}
+
+Schedule build_on(const CollectiveArgs &args, const Topology &) { return build_double_binary_tree(args); }
+
+int channels_on(const Topology &) { return 2; }
+
+} // namespace
+
+const AlgorithmInfo &double_binary_tree_algorithm() {
+    static const AlgorithmInfo info{
+        "double_binary_tree",
+        "two binary trees, no rank inner in both, half the data each, chunks pipelined up and down",
+        "",
+        {Collective::Allreduce, Collective::Broadcast, Collective::Reduce},
+        build_on,
+        applies_with_valid_root,
+        predict_double_binary_tree_us,
+        channels_on};
+    return info;
 }
 
 } // namespace nnpccl

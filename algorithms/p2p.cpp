@@ -16,6 +16,8 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
 #include "patterns.hpp"
 #include "step_list.hpp"
 
@@ -68,6 +70,36 @@ Schedule build_recv(const CollectiveArgs &args) {
     for (const ElemRange &c : chunked(0, args.count, std::max<size_t>(1, args.chunk_elems)))
         steps.add(kRecv | kStore, args.root, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());
     return sched;
+}
+
+// Its entry in the registry (registry.cpp): its cost, how it is built on a
+// topology and how many channels it takes.
+namespace {
+
+// Send and recv (p2p.cpp): α + mβ over the route between the two ranks, the
+// chunks pipelining through the stream's slots.
+double predict_p2p_us(const CollectiveArgs &args, const Topology &t, const CostInputs &) {
+    if (args.root < 0 || args.root >= args.nranks || args.root == args.rank) return 0;
+    const Route r = args.collective == Collective::Send ? t.route(args.rank, args.root) : t.route(args.root, args.rank);
+    return r.latency_us + us_for(static_cast<double>(call_bytes(args)), r.gbps);
+}
+
+Schedule build_on(const CollectiveArgs &args, const Topology &) {
+    return args.collective == Collective::Send ? build_send(args) : build_recv(args);
+}
+
+} // namespace
+
+const AlgorithmInfo &p2p_algorithm() {
+    static const AlgorithmInfo info{"p2p",
+                                    "one chunked stream from the sender to the receiver",
+                                    "the peer is another rank",
+                                    {Collective::Send, Collective::Recv},
+                                    build_on,
+                                    applies_with_valid_root,
+                                    predict_p2p_us,
+                                    one_channel};
+    return info;
 }
 
 } // namespace nnpccl

@@ -1,7 +1,8 @@
 // The algorithm registry: every schedule nnpccl can run, by name, with the
 // collectives it serves, when it applies, how to build it and what it
-// costs. It is the one table the planner (planner.hpp), the NNPCCL_ALGO
-// parser (algo_override.hpp) and `ccl-bench --list-algos` read.
+// costs. Each algorithm's file defines its entry; registry.cpp lists them
+// in one table, which the selector, the NNPCCL_ALGO parser and
+// nnpccl_inspect.h read (docs/design.md, "Adding an algorithm").
 #pragma once
 
 #include <string>
@@ -35,6 +36,11 @@ struct AlgorithmInfo {
 };
 
 const std::vector<AlgorithmInfo> &algorithm_registry();
+
+// For entries: applies wherever the call's root (or peer) is a rank, and a
+// peer not this one; and a schedule of one channel.
+bool applies_with_valid_root(const CollectiveArgs &args, const Topology &topology, std::string *why_not);
+int one_channel(const Topology &topology);
 
 // nullptr when no algorithm has that name.
 const AlgorithmInfo *find_algorithm(std::string_view name);

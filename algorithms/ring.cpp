@@ -15,6 +15,8 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
 #include "patterns.hpp"
 
 namespace nnpccl {
@@ -177,6 +179,109 @@ Schedule build_ring(const CollectiveArgs &args, const std::vector<std::vector<in
         }
     }
     return sched;
+}
+
+// Its entry in the registry (registry.cpp): its cost, how it is built on a
+// topology and how many channels it takes.
+namespace {
+
+// Ring (ring.cpp), k = the topology's ring channels (each ring, and
+// backward too where Topology::rings_both_ways()), each with S/k:
+//   allreduce       2(p-1)·s messages, s = ceil(S/k / (p·C)) slices; 2(p-1)/p·S/k bytes per hop
+//   reduce-scatter, allgather  (p-1)·ceil(S/(k·p) / C) messages; (p-1)/p·S/k bytes per hop
+//   broadcast, reduce  a chain from (into) the root: (p-2+c)·(α + S/(k·c)·β), c = ceil(S/k / C)
+// A channel takes its messages' α plus its bytes over the ring's slowest
+// hop; rings that share links (routed hops, or `flat`'s one memory system)
+// share them (concurrent()).
+double predict_ring_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    // A ring's embedding costs both directions (its slowest hop either
+    // way), so the backward channel takes the same α and β over the
+    // reversed ranks.
+    struct Channel {
+        const RingEmbedding *ring;
+        std::vector<int> ranks;
+    };
+    std::vector<Channel> channels;
+    for (const RingEmbedding &ring : t.ring_embeddings()) {
+        channels.push_back({&ring, ring.ranks});
+        if (t.rings_both_ways() && ring.ranks.size() > 2)
+            channels.push_back({&ring, std::vector<int>(ring.ranks.rbegin(), ring.ranks.rend())});
+    }
+    const double share = total / static_cast<double>(channels.size());
+    std::vector<Flow> flows;
+    // Per channel, its messages' α and its bytes' time on the critical path.
+    double slowest_channel = 0, slowest_bytes = 0, every_alpha = 0;
+    const bool chain = args.collective == Collective::Broadcast || args.collective == Collective::Reduce;
+    for (const Channel &channel : channels) {
+        const std::vector<int> &ranks = channel.ranks;
+        const double alpha = channel.ring->hop_latency_us, gbps = channel.ring->bottleneck_gbps;
+        double alpha_us = 0, bytes_us = 0, hop_bytes = 0;
+        int root_position = 0;
+        switch (args.collective) {
+        case Collective::Allreduce:
+            hop_bytes = 2.0 * (p - 1) / p * share;
+            alpha_us = 2.0 * (p - 1) * messages(share, p * chunk) * alpha;
+            bytes_us = us_for(hop_bytes, gbps);
+            break;
+        case Collective::ReduceScatter:
+        case Collective::Allgather:
+            hop_bytes = (p - 1.0) / p * share;
+            alpha_us = (p - 1.0) * messages(share / p, chunk) * alpha;
+            bytes_us = us_for(hop_bytes, gbps);
+            break;
+        default: { // broadcast, reduce: a pipelined chain
+            const double pieces = messages(share, chunk);
+            hop_bytes = share;
+            alpha_us = (p - 2 + pieces) * alpha;
+            bytes_us = (p - 2 + pieces) * us_for(share / pieces, gbps);
+            root_position = static_cast<int>(std::find(ranks.begin(), ranks.end(), args.root) - ranks.begin());
+            break;
+        }
+        }
+        slowest_channel = std::max(slowest_channel, alpha_us + bytes_us);
+        slowest_bytes = std::max(slowest_bytes, bytes_us);
+        every_alpha += alpha_us;
+        for (int i = 0; i < p; ++i) {
+            // A chain has no hop back into its start (broadcast: the root; reduce: the one after it).
+            if (chain && (i + 1) % p == (args.collective == Collective::Broadcast ? root_position : (root_position + 1) % p))
+                continue;
+            flows.push_back({ranks[static_cast<size_t>(i)], ranks[static_cast<size_t>((i + 1) % p)], hop_bytes});
+        }
+    }
+    const double through_links = concurrent(t, flows).transfer_us;
+    // A chain's piece moves one hop at a time: its α do not wait their turn.
+    const double host_alpha = chain ? every_alpha : host_lockstep(t, inputs, every_alpha);
+    const double transfer = t.machine().shape() == Shape::Flat ? host_alpha + std::max(slowest_bytes, through_links)
+                                                               : std::max(slowest_channel, through_links);
+    double reduced = 0;
+    if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
+        reduced = (p - 1.0) / p * total;
+    if (args.collective == Collective::Reduce) reduced = total;
+    return with_reduction(t, inputs, args.elem_size, transfer, reduced);
+}
+
+Schedule build_on(const CollectiveArgs &args, const Topology &t) { return build_ring(args, t.ring_channels()); }
+
+int channels_on(const Topology &t) { return static_cast<int>(t.ring_channels().size()); }
+
+} // namespace
+
+const AlgorithmInfo &ring_algorithm() {
+    static const AlgorithmInfo info{
+        "ring",
+        "pipelined ring on each edge-disjoint Hamiltonian ring of the topology, both directions of each where that "
+        "adds bandwidth (not on flat), one channel per ring and direction, data split across them",
+        "",
+        {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather, Collective::Broadcast,
+         Collective::Reduce},
+        build_on,
+        applies_with_valid_root,
+        predict_ring_us,
+        channels_on};
+    return info;
 }
 
 } // namespace nnpccl

@@ -46,10 +46,13 @@
 // Each element is reduced once, on its column ring, and copied from there:
 // all ranks hold the same bits.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
 #include "builders.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
 #include "patterns.hpp"
 #include "step_list.hpp"
 
@@ -257,6 +260,111 @@ Schedule build_torus2d(const CollectiveArgs &args, int x, int y) {
     std::vector<int> grid(static_cast<size_t>(std::max(0, x * y)));
     std::iota(grid.begin(), grid.end(), 0);
     return build_torus2d(args, x, y, grid);
+}
+
+// Its entry in the registry (registry.cpp): its cost, how it is built on a
+// topology and how many channels it takes.
+namespace {
+
+// 2D torus (torus2d.cpp): the channels of torus2d_layout(), each a chain of
+// messages on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()):
+// per slice of E elements t(a-1) messages of E/(t·a) along the first
+// dimension, 2(b-1) of E/(a·b) along the second, t(a-1) along the first
+// again. The ports take the latency and bandwidth of the grid's first row
+// and column.
+double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    const RankGrid *grid = t.torus();
+    if (p <= 1 || grid == nullptr) return p <= 1 ? 0 : kInfinity;
+    const double total = static_cast<double>(call_bytes(args)), elem = static_cast<double>(args.elem_size);
+    const size_t chunk = std::max<size_t>(1, args.chunk_elems);
+    std::vector<int> row, column;
+    for (int i = 0; i < grid->x; ++i) row.push_back(grid->rank(i, 0));
+    for (int j = 0; j < grid->y; ++j) column.push_back(grid->rank(0, j));
+    const RingEmbedding along_x = t.embed_ring(row), along_y = t.embed_ring(column);
+    enum Port { XForward, XBackward, YForward, YBackward };
+    const std::vector<double> gbps = {along_x.bottleneck_gbps, along_x.bottleneck_gbps, along_y.bottleneck_gbps,
+                                      along_y.bottleneck_gbps};
+    const std::vector<double> latency = {along_x.hop_latency_us, along_x.hop_latency_us, along_y.hop_latency_us,
+                                         along_y.hop_latency_us};
+    const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, grid->x, grid->y, chunk);
+    const size_t slice_elems = chunk * static_cast<size_t>(p);
+    // Per channel: its full slices after the lead one, and their size.
+    std::vector<size_t> full(layout.size());
+    double most = 0;
+    for (size_t c = 0; c < layout.size(); ++c) {
+        full[c] = messages(static_cast<double>(layout[c].count - layout[c].lead), static_cast<double>(slice_elems));
+        most = std::max(most, static_cast<double>(full[c]));
+    }
+    // Runs every channel with `scale` of its full slices.
+    auto simulate = [&](double scale) {
+        std::vector<std::vector<PortMessage>> channels(layout.size());
+        for (size_t c = 0; c < layout.size(); ++c) {
+            const Torus2dChannel &ch = layout[c];
+            const int a = ch.x_first ? grid->x : grid->y, b = ch.x_first ? grid->y : grid->x;
+            const int first = ch.x_first ? (ch.reversed ? XBackward : XForward) : (ch.reversed ? YBackward : YForward);
+            const int second = ch.x_first ? (ch.reversed ? YBackward : YForward) : (ch.reversed ? XBackward : XForward);
+            auto add_slice = [&](double elems) {
+                const size_t row_slices = smallest_divisor_at_least(b, messages(elems, static_cast<double>(a) * chunk));
+                const size_t along_first = row_slices * static_cast<size_t>(a - 1), along_second = 2 * static_cast<size_t>(b - 1);
+                const PortMessage row_piece{first, elems * elem / static_cast<double>(row_slices * static_cast<size_t>(a))};
+                const PortMessage column_piece{second, elems * elem / p};
+                channels[c].insert(channels[c].end(), along_first, row_piece);    // reduce-scatter
+                channels[c].insert(channels[c].end(), along_second, column_piece); // allreduce
+                channels[c].insert(channels[c].end(), along_first, row_piece);    // allgather
+            };
+            if (ch.lead > 0) add_slice(static_cast<double>(ch.lead));
+            if (full[c] == 0) continue;
+            const double size = static_cast<double>(ch.count - ch.lead) / static_cast<double>(full[c]);
+            const auto run = static_cast<size_t>(std::max(1.0, std::round(static_cast<double>(full[c]) * scale)));
+            for (size_t k = 0; k < run; ++k) add_slice(size);
+        }
+        return simulate_ports(channels, gbps, latency);
+    };
+    double transfer = 0;
+    const double simulated = static_cast<double>(kSimulatedSlices);
+    if (most <= simulated) {
+        transfer = simulate(1.0);
+    } else {
+        // Full slices repeat: time grows by the same step per slice.
+        const double many = simulate(simulated / most), half = simulate(simulated / 2 / most);
+        transfer = many + (most - simulated) * (many - half) / (simulated / 2);
+    }
+    return with_reduction(t, inputs, args.elem_size, transfer, (p - 1.0) / p * total);
+}
+
+bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
+    const RankGrid *grid = t.torus();
+    if (grid != nullptr && grid->x * grid->y == args.nranks) return true;
+    if (why_not != nullptr)
+        *why_not = grid == nullptr ? "needs ranks that fill a 2D torus or a block of one; topology '" + t.name() +
+                                         "' has no torus grid"
+                                   : "the ranks' grid is " + std::to_string(grid->x) + "x" + std::to_string(grid->y) +
+                                         ", not " + std::to_string(args.nranks) + " ranks";
+    return false;
+}
+
+Schedule build_on(const CollectiveArgs &args, const Topology &t) {
+    const RankGrid *grid = t.torus();
+    return build_torus2d(args, grid->x, grid->y, grid->rank_at);
+}
+
+int channels_on(const Topology &t) { return t.torus() != nullptr ? static_cast<int>(kTorus2dChannels) : 0; }
+
+} // namespace
+
+const AlgorithmInfo &torus2d_algorithm() {
+    static const AlgorithmInfo info{
+        "torus2d",
+        "rings along X, then Y, then X, and along Y, X, Y on the transposed grid, both directions, two channels "
+        "each (eight): 2(x+y-2) steps instead of the ring's 2(p-1)",
+        "a 2D torus whose rank grid x*y holds every rank (torus:XxY, nnpt-pod32, nnpt-pod1024)",
+        {Collective::Allreduce},
+        build_on,
+        applies_on,
+        predict_torus2d_us,
+        channels_on};
+    return info;
 }
 
 } // namespace nnpccl

@@ -1,0 +1,122 @@
+// The terms every algorithm's cost prediction is made of (cost_model.cpp
+// has them; each algorithm's file combines them for its schedule). Times
+// are µs; 1 GB/s is 1e3 bytes per µs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "collective.hpp"
+#include "cost_model.hpp"
+#include "topology.hpp"
+
+namespace nnpccl {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Ranks up to which every transfer's route is traced (nnpt-pod1024 is
+// 1024; a route search there takes about 0.15 ms).
+constexpr int kTracedSources = 1024;
+// The 2D torus simulation runs up to this many full slices on the busiest
+// channel (the others in proportion) and extrapolates the rest (full
+// slices repeat).
+constexpr size_t kSimulatedSlices = 64;
+
+// `bytes` over a link of `gbps`: infinity over no link.
+double us_for(double bytes, double gbps);
+// Messages of at most `chunk` bytes that `bytes` takes (0 for nothing).
+double messages(double bytes, double chunk);
+// The most bytes one message of the call carries.
+double chunk_bytes(const CollectiveArgs &args);
+// γ as it applies to the topology's chips: added to the transfers on the
+// host, which reduces on the thread that moves the data; overlapped with
+// them on an NNP-T chip, which reduces in its compute engines.
+double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_size, double transfer_us,
+                      double reduced_bytes);
+// A round of an algorithm whose ranks move in lockstep, on a host with
+// more ranks than cores (cost_model.cpp says why).
+double host_lockstep(const Topology &t, const CostInputs &inputs, double us);
+
+// One transfer of a round: `bytes` from rank `from` to rank `to`.
+struct Flow {
+    int from;
+    int to;
+    double bytes;
+};
+
+// Up to kTracedSources ranks every transfer's route is traced (one
+// Dijkstra per source); beyond, only those from every stride-th rank,
+// whose link loads then stand for the whole (contention among the others
+// is missed: an underestimate, as the sample is not scaled up).
+int tracing_stride(int nranks);
+// The flows' indices grouped by source, sources ascending.
+std::vector<size_t> by_source(const std::vector<Flow> &flows);
+
+// Routes kept for one prediction: an algorithm of several rounds traces
+// every round's transfers at once, so that each source is searched once,
+// and keeps only the routes it will ask for.
+class RouteTable {
+public:
+    explicit RouteTable(const Topology &t) : t_(t) {}
+
+    void trace(const std::vector<Flow> &flows) {
+        const int stride = tracing_stride(t_.nranks());
+        const std::vector<size_t> order = by_source(flows);
+        std::vector<Route> row;
+        int row_source = -1;
+        for (size_t i : order) {
+            const Flow &f = flows[i];
+            if (f.from == f.to || f.from % stride != 0 || routes_.count(key(f.from, f.to)) != 0) continue;
+            if (f.from != row_source) {
+                row = t_.machine().routes_from(t_.chip_of(f.from));
+                row_source = f.from;
+            }
+            routes_.emplace(key(f.from, f.to), row[static_cast<size_t>(t_.chip_of(f.to))]);
+        }
+    }
+    const Route *find(int from, int to) const {
+        auto it = routes_.find(key(from, to));
+        return it == routes_.end() ? nullptr : &it->second;
+    }
+
+private:
+    static uint64_t key(int from, int to) {
+        return (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) | static_cast<uint32_t>(to);
+    }
+    const Topology &t_;
+    std::unordered_map<uint64_t, Route> routes_;
+};
+
+struct FlowCost {
+    double transfer_us = 0; // until the last byte is through
+    double latency_us = 0;  // the longest route's
+};
+
+// Transfers that run at once: the time of the busiest link (bytes of every
+// route crossing it), the busiest chip port in or out (bytes over its
+// injection bandwidth) and the slowest route, and the longest route's
+// latency. Routes not in `traced` are searched here, one source at a time,
+// and not kept.
+FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const RouteTable *traced = nullptr);
+
+// One message of a symmetric schedule: the port it leaves by and its size.
+struct PortMessage {
+    int port;
+    double bytes;
+};
+
+// Channels that each send a chain of messages, each message on one of a
+// rank's ports (one message at a time per port, first come first served).
+// A message starts once its channel's previous message has arrived and its
+// port is free, and arrives its port's latency after its last byte left.
+// Every rank of a symmetric schedule does the same at the same moments, so
+// one rank's ports stand for all. Returns when the last message arrives.
+double simulate_ports(const std::vector<std::vector<PortMessage>> &channels, const std::vector<double> &port_gbps,
+                      const std::vector<double> &port_latency_us);
+
+// The smallest divisor of n that is at least `least`.
+size_t smallest_divisor_at_least(int n, double least);
+
+} // namespace nnpccl
