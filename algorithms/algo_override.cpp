@@ -57,28 +57,25 @@ bool parse_bound(std::string_view text, bool allow_max, size_t *out) {
 
 } // namespace
 
-bool AlgoOverride::parse(std::string_view spec, std::string *error, std::string_view source) {
+Status AlgoOverride::parse(std::string_view spec, std::string_view source) {
     const std::string prefix = std::string(source) + ": ";
     std::vector<AlgoChoice> parsed;
     if (spec.empty()) {
         choices_.clear();
-        return true;
+        return Status::ok();
     }
     for (const Piece &entry : split(spec, 0, ';')) {
         const size_t colon = entry.text.find(':');
-        if (colon == std::string_view::npos) {
-            *error = prefix + quoted(entry.text) + at(entry.position) +
-                     " is not 'collective:algorithm[:low-high],...'";
-            return false;
-        }
+        if (colon == std::string_view::npos)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, prefix + quoted(entry.text) + at(entry.position) +
+                                                           " is not 'collective:algorithm[:low-high],...'");
         Collective collective;
         const std::string_view coll_name = entry.text.substr(0, colon);
         if (!collective_from_name(coll_name, &collective)) {
             std::string known;
             for (Collective c : kAllCollectives) known += std::string(known.empty() ? "" : ", ") + collective_name(c);
-            *error = prefix + "unknown collective " + quoted(coll_name) + at(entry.position) + " (known: " +
-                     known + ")";
-            return false;
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, prefix + "unknown collective " + quoted(coll_name) +
+                                                           at(entry.position) + " (known: " + known + ")");
         }
         for (const Piece &choice : split(entry.text.substr(colon + 1), entry.position + colon + 1, ',')) {
             AlgoChoice parsed_choice;
@@ -86,13 +83,12 @@ bool AlgoOverride::parse(std::string_view spec, std::string *error, std::string_
             const size_t range_colon = choice.text.find(':');
             const std::string_view name = choice.text.substr(0, range_colon);
             const AlgorithmInfo *info = find_algorithm(name);
-            if (info == nullptr || !info->serves_collective(collective)) {
-                *error = prefix + std::string(info == nullptr ? "unknown algorithm " : "algorithm ") +
-                         quoted(name) + at(choice.position) +
-                         (info == nullptr ? "" : " does not serve " + std::string(coll_name)) + " (" +
-                         std::string(coll_name) + " has: " + algorithm_names_for(collective) + ")";
-                return false;
-            }
+            if (info == nullptr || !info->serves_collective(collective))
+                return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                              prefix + std::string(info == nullptr ? "unknown algorithm " : "algorithm ") +
+                                  quoted(name) + at(choice.position) +
+                                  (info == nullptr ? "" : " does not serve " + std::string(coll_name)) + " (" +
+                                  std::string(coll_name) + " has: " + algorithm_names_for(collective) + ")");
             parsed_choice.algorithm = std::string(name);
             if (range_colon != std::string_view::npos) {
                 const std::string_view range = choice.text.substr(range_colon + 1);
@@ -101,20 +97,19 @@ bool AlgoOverride::parse(std::string_view spec, std::string *error, std::string_
                 if (dash == std::string_view::npos ||
                     !parse_bound(range.substr(0, dash), false, &parsed_choice.low) ||
                     !parse_bound(range.substr(dash + 1), true, &parsed_choice.high)) {
-                    *error = prefix + "size range " + quoted(range) + at(range_position) +
-                             " is not 'low-high' (sizes like 0, 8K, 4M, 1G; high may be 'max')";
-                    return false;
+                    return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                                  prefix + "size range " + quoted(range) + at(range_position) +
+                                      " is not 'low-high' (sizes like 0, 8K, 4M, 1G; high may be 'max')");
                 }
-                if (parsed_choice.low >= parsed_choice.high) {
-                    *error = prefix + "size range " + quoted(range) + at(range_position) + " is empty";
-                    return false;
-                }
+                if (parsed_choice.low >= parsed_choice.high)
+                    return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                                  prefix + "size range " + quoted(range) + at(range_position) + " is empty");
             }
             parsed.push_back(std::move(parsed_choice));
         }
     }
     choices_ = std::move(parsed);
-    return true;
+    return Status::ok();
 }
 
 const std::string *AlgoOverride::pick(Collective c, size_t bytes) const {

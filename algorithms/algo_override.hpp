@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collective.hpp"
+#include "status.hpp"
 
 namespace nnpccl {
 
@@ -30,10 +31,10 @@ struct AlgoChoice {
 
 class AlgoOverride {
 public:
-    // Parses `spec`; on failure returns false and sets *error to a message
-    // that starts with `source` (where the spec came from) and names the
-    // offending token and its position (1-based character).
-    bool parse(std::string_view spec, std::string *error, std::string_view source = "NNPCCL_ALGO");
+    // Parses `spec`. A failure is an invalid argument whose message starts
+    // with `source` (where the spec came from) and names the offending token
+    // and its position (1-based character).
+    Status parse(std::string_view spec, std::string_view source = "NNPCCL_ALGO");
 
     // The forced algorithm for a call of `bytes` bytes, or nullptr.
     const std::string *pick(Collective c, size_t bytes) const;

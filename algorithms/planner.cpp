@@ -32,23 +32,21 @@ std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &
     return all;
 }
 
-const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology &topology,
-                                      const PlanOptions &options, std::string *error,
-                                      std::vector<Prediction> *considered) {
+Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
+                        const AlgorithmInfo **out, std::vector<Prediction> *considered) {
+    *out = nullptr;
     if (considered != nullptr) considered->clear();
     if (const std::string *forced = options.algo_override.pick(args.collective, call_bytes(args))) {
         const AlgorithmInfo *a = find_algorithm(*forced);
         std::string why_not;
-        if (a == nullptr || !a->serves_collective(args.collective)) { // the parser lets neither through
-            *error = "NNPCCL_ALGO forces '" + *forced + "', which does not serve " + collective_name(args.collective);
-            return nullptr;
-        }
-        if (!a->applies(args, topology, &why_not)) {
-            *error = "NNPCCL_ALGO forces " + *forced + " for this " + describe_call(args, topology) +
-                     ", but it does not apply: " + why_not;
-            return nullptr;
-        }
-        return a;
+        if (a == nullptr || !a->serves_collective(args.collective)) // the parser lets neither through
+            return invalid_usage("NNPCCL_ALGO forces '%s', which does not serve %s", forced->c_str(),
+                                 collective_name(args.collective));
+        if (!a->applies(args, topology, &why_not))
+            return invalid_usage("NNPCCL_ALGO forces %s for this %s, but it does not apply: %s", forced->c_str(),
+                                 describe_call(args, topology).c_str(), why_not.c_str());
+        *out = a;
+        return Status::ok();
     }
     std::vector<Prediction> local;
     std::vector<Prediction> &predictions = considered != nullptr ? *considered : local;
@@ -57,11 +55,12 @@ const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology
     for (const Prediction &p : predictions)
         if (p.applies && (best == nullptr || p.time_us < best->time_us)) best = &p;
     if (best == nullptr) {
-        *error = "no algorithm applies to this " + describe_call(args, topology);
-        for (const Prediction &p : predictions) *error += std::string("; ") + p.algorithm->name + ": " + p.why_not;
-        return nullptr;
+        std::string why = "no algorithm applies to this " + describe_call(args, topology);
+        for (const Prediction &p : predictions) why += std::string("; ") + p.algorithm->name + ": " + p.why_not;
+        return Status(NNPCCL_ERR_INVALID_USAGE, why);
     }
-    return best->algorithm;
+    *out = best->algorithm;
+    return Status::ok();
 }
 
 std::vector<const AlgorithmInfo *> close_candidates(const std::vector<Prediction> &predictions, double window) {
@@ -77,13 +76,12 @@ std::vector<const AlgorithmInfo *> close_candidates(const std::vector<Prediction
     return out;
 }
 
-bool plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
-                   std::shared_ptr<const Schedule> *schedule, std::string *error,
-                   std::vector<Prediction> *considered) {
-    const AlgorithmInfo *a = choose_algorithm(args, topology, options, error, considered);
-    if (a == nullptr) return false;
+Status plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
+                     std::shared_ptr<const Schedule> *schedule, std::vector<Prediction> *considered) {
+    const AlgorithmInfo *a = nullptr;
+    NNPCCL_TRY(choose_algorithm(args, topology, options, &a, considered));
     *schedule = std::make_shared<const Schedule>(a->build(args, topology));
-    return true;
+    return Status::ok();
 }
 
 } // namespace nnpccl

@@ -12,6 +12,7 @@
 #include "algo_override.hpp"
 #include "cost_model.hpp"
 #include "registry.hpp"
+#include "status.hpp"
 
 namespace nnpccl {
 
@@ -35,14 +36,12 @@ struct Prediction {
 std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &topology, const CostInputs &costs);
 
 // The algorithm a call gets: the override's for this collective and size
-// (call_bytes()) when there is one, else the fastest applicable one. On
-// failure (a forced algorithm does not apply, or nothing does) returns
-// nullptr and sets *error to a message naming the algorithm and why.
-// `considered`, when given, receives predict_all()'s list (empty when
-// forced).
-const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology &topology,
-                                      const PlanOptions &options, std::string *error,
-                                      std::vector<Prediction> *considered = nullptr);
+// (call_bytes()) when there is one, else the fastest applicable one. A
+// forced algorithm that does not apply, or no algorithm that does, is an
+// invalid usage naming the algorithm and why. `considered`, when given,
+// receives predict_all()'s list (empty when forced).
+Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
+                        const AlgorithmInfo **out, std::vector<Prediction> *considered = nullptr);
 
 // The algorithms the model cannot tell apart from its choice: every
 // applicable one predicted within `window` times the fastest (only the
@@ -51,9 +50,8 @@ const AlgorithmInfo *choose_algorithm(const CollectiveArgs &args, const Topology
 std::vector<const AlgorithmInfo *> close_candidates(const std::vector<Prediction> &predictions, double window);
 
 // The schedule this rank runs for `args` on `topology`: choose_algorithm()
-// then its builder. Returns false, with *error set, where choosing fails.
-bool plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
-                   std::shared_ptr<const Schedule> *schedule, std::string *error,
-                   std::vector<Prediction> *considered = nullptr);
+// then its builder.
+Status plan_schedule(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
+                     std::shared_ptr<const Schedule> *schedule, std::vector<Prediction> *considered = nullptr);
 
 } // namespace nnpccl

@@ -31,9 +31,8 @@ std::string join(const std::vector<int> &v) {
 Status place_local_rank(const std::string &pin_spec, int local_rank, int local_ranks, RankPlacement *out) {
     *out = RankPlacement{};
     HostInfo host;
-    std::string error;
-    if (!discover_host(&host, &error)) {
-        LOG_INFO("host discovery failed (%s): not pinning", error.c_str());
+    if (Status found = discover_host(&host); !found) {
+        LOG_INFO("host discovery failed (%s): not pinning", found.message().c_str());
         return Status::ok();
     }
     out->numa_nodes = host.numa_nodes;
@@ -53,9 +52,9 @@ Status place_local_rank(const std::string &pin_spec, int local_rank, int local_r
         }
     } else {
         std::vector<int> cpus;
-        if (!parse_cpu_list(spec, &cpus, &error))
+        if (Status parsed = parse_cpu_list(spec, &cpus); !parsed)
             return invalid_argument("NNPCCL_PIN=%s: %s (use auto, off, or a CPU list like 0,2,4-5)", spec.c_str(),
-                                    error.c_str());
+                                    parsed.message().c_str());
         if (static_cast<int>(cpus.size()) < local_ranks)
             return invalid_argument("NNPCCL_PIN=%s lists %zu CPUs for %d local ranks", spec.c_str(), cpus.size(),
                                     local_ranks);

@@ -126,9 +126,9 @@ Status agree_on_host_costs(nnpccl_comm &comm, double my_ranks_per_core, const De
 
 // The machine model every plan is made on.
 Status load_machine(nnpccl_comm &comm) {
-    std::string error;
-    if (!load_topology(comm.settings.planning.topology, comm.nranks, &comm.topology, &error))
-        return invalid_argument("NNPCCL_TOPO=%s: %s", comm.settings.planning.topology.c_str(), error.c_str());
+    if (Status loaded = load_topology(comm.settings.planning.topology, comm.nranks, &comm.topology); !loaded)
+        return invalid_argument("NNPCCL_TOPO=%s: %s", comm.settings.planning.topology.c_str(),
+                                loaded.message().c_str());
     return Status::ok();
 }
 

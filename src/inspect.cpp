@@ -74,8 +74,7 @@ CostInputs host_costs(int nranks) {
     const HostReduceSpeed &speed = host_reduce_speed();
     std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), costs.host_reduce_us_per_byte);
     HostInfo host;
-    std::string error;
-    if (discover_host(&host, &error) && host.cores > 0)
+    if (discover_host(&host) && host.cores > 0)
         costs.host_ranks_per_core = std::max(1.0, static_cast<double>(nranks) / host.cores);
     return costs;
 }
@@ -93,9 +92,8 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     NNPCCL_TRY(resolve_settings(nullptr, &settings));
     const std::string spec = topology_spec != nullptr ? topology_spec : "";
     Topology topology;
-    std::string error;
-    if (!load_topology(spec, nranks, &topology, &error))
-        return invalid_argument("topology '%s': %s", spec.empty() ? "flat" : spec.c_str(), error.c_str());
+    if (Status loaded = load_topology(spec, nranks, &topology); !loaded)
+        return invalid_argument("topology '%s': %s", spec.empty() ? "flat" : spec.c_str(), loaded.message().c_str());
     NNPCCL_TRY(check_root(call, topology.nranks()));
     std::shared_ptr<const AlgoOverride> forced;
     NNPCCL_TRY(parse_forced_algorithms(settings.planning, &forced));

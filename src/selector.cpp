@@ -43,9 +43,7 @@ Status parse_forced_algorithms(const PlanningOptions &planning, std::shared_ptr<
     out->reset();
     if (planning.algorithms.empty()) return Status::ok();
     auto rules = std::make_shared<AlgoOverride>();
-    std::string error;
-    if (!rules->parse(planning.algorithms, &error, planning.algorithms_source))
-        return invalid_argument("%s", error.c_str());
+    NNPCCL_TRY(rules->parse(planning.algorithms, planning.algorithms_source));
     *out = std::move(rules);
     return Status::ok();
 }
@@ -115,9 +113,7 @@ Status Selector::model_schedule(const CollectiveArgs &args, std::shared_ptr<cons
         const bool log = rank_ == 0 && log_level() >= LogLevel::Info &&
                          logged_.insert({static_cast<int>(args.collective), size_class(call_bytes(args))}).second;
         std::vector<Prediction> considered;
-        std::string error;
-        if (!plan_schedule(args, topology_, plan_options(), &schedule, &error, log ? &considered : nullptr))
-            return invalid_usage("%s", error.c_str());
+        NNPCCL_TRY(plan_schedule(args, topology_, plan_options(), &schedule, log ? &considered : nullptr));
         if (log) log_plan(args, *schedule, considered);
         cache_.insert(key, schedule);
     }
@@ -145,14 +141,15 @@ Status Selector::schedule_with(const AlgorithmInfo &algorithm, const CollectiveA
 Status Selector::model_choice(const CollectiveArgs &args, const AlgorithmInfo **out) const {
     PlanOptions options;
     options.costs = costs_;
-    std::string error;
-    *out = choose_algorithm(args, topology_, options, &error);
-    return *out != nullptr ? Status::ok() : internal_error("%s", error.c_str());
+    if (Status chosen = choose_algorithm(args, topology_, options, out); !chosen)
+        return internal_error("%s", chosen.message().c_str());
+    return Status::ok();
 }
 
 Explanation Selector::explain(const CollectiveArgs &args) const {
     Explanation e;
-    e.chosen = choose_algorithm(args, topology_, plan_options(), &e.error, &e.predictions);
+    if (Status chosen = choose_algorithm(args, topology_, plan_options(), &e.chosen, &e.predictions); !chosen)
+        e.error = chosen.message();
     e.forced = e.chosen != nullptr && e.predictions.empty();
     if (e.forced || e.chosen == nullptr) e.predictions = predict_all(args, topology_, costs_);
     if (!e.forced && e.chosen != nullptr && may_tune(args)) {

@@ -224,16 +224,16 @@ int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
 
     nnpccl::HostInfo host;
-    std::string host_error;
-    bool have_host = nnpccl::discover_host(&host, &host_error);
+    const nnpccl::Status host_found = nnpccl::discover_host(&host);
+    const bool have_host = host_found.is_ok();
     int nranks = o.np;
     if (nranks == 0 && (o.topo == "flat" || o.topo.empty())) nranks = have_host ? host.cores : 1;
 
     nnpccl::TopologyOptions topo_options;
     topo_options.icl.latency_us = o.icl_latency_us;
     nnpccl::Topology topology;
-    std::string error;
-    if (!nnpccl::load_topology(o.topo, nranks, topo_options, &topology, &error)) usage_error(error);
+    if (const nnpccl::Status loaded = nnpccl::load_topology(o.topo, nranks, topo_options, &topology); !loaded)
+        usage_error(loaded.message());
 
     if (!o.svg_path.empty()) {
         std::ofstream svg(o.svg_path, std::ios::binary);
@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
         if (have_host)
             std::fputs(nnpccl::describe_host(host).c_str(), stdout);
         else
-            std::printf("host: unknown (%s)\n", host_error.c_str());
+            std::printf("host: unknown (%s)\n", host_found.message().c_str());
         std::printf("\n");
     }
     print_topology(topology, o);

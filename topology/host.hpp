@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "status.hpp"
+
 namespace nnpccl {
 
 struct CacheLevel {
@@ -41,7 +43,7 @@ struct HostInfo {
 
 // Discovers the host this process runs on. Fails only when the platform
 // gives no answer at all; the message says why.
-bool discover_host(HostInfo *out, std::string *error);
+Status discover_host(HostInfo *out);
 
 // Pinning: the core for local rank `local_rank` of `local_ranks` on this
 // host, spreading ranks evenly over the cores (so over packages and NUMA
@@ -60,7 +62,7 @@ int nearest_nic(const HostInfo &host, int numa_node);
 
 // Parses a CPU list as in NNPCCL_PIN or taskset: "0-3,8,10-11". Fails on
 // anything else, naming the offending part.
-bool parse_cpu_list(const std::string &text, std::vector<int> *cpus, std::string *error);
+Status parse_cpu_list(const std::string &text, std::vector<int> *cpus);
 
 // A few lines for people: "host h: 1 package, 1 NUMA node, 2 cores ...".
 std::string describe_host(const HostInfo &host);

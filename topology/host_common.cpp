@@ -75,7 +75,7 @@ int nearest_nic(const HostInfo &host, int numa_node) {
     return host.nics.empty() ? -1 : 0;
 }
 
-bool parse_cpu_list(const std::string &text, std::vector<int> *cpus, std::string *error) {
+Status parse_cpu_list(const std::string &text, std::vector<int> *cpus) {
     cpus->clear();
     size_t start = 0;
     auto number = [](const std::string &s, int *out) {
@@ -90,15 +90,14 @@ bool parse_cpu_list(const std::string &text, std::vector<int> *cpus, std::string
         int lo = 0, hi = 0;
         bool ok = dash == std::string::npos ? number(part, &lo) && number(part, &hi)
                                             : number(part.substr(0, dash), &lo) && number(part.substr(dash + 1), &hi);
-        if (!ok || hi < lo) {
-            *error = "CPU list '" + text + "': '" + part + "' is not a CPU number or a range lo-hi";
-            return false;
-        }
+        if (!ok || hi < lo)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                          "CPU list '" + text + "': '" + part + "' is not a CPU number or a range lo-hi");
         for (int c = lo; c <= hi; ++c) cpus->push_back(c);
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
-    return true;
+    return Status::ok();
 }
 
 namespace {

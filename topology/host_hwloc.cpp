@@ -35,13 +35,10 @@ void add_cache(hwloc_topology_t topo, hwloc_obj_type_t type, const char *name, H
 
 } // namespace
 
-bool discover_host(HostInfo *out, std::string *error) {
+Status discover_host(HostInfo *out) {
     *out = HostInfo();
     hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) != 0) {
-        *error = "hwloc: cannot initialise a topology";
-        return false;
-    }
+    if (hwloc_topology_init(&topo) != 0) return Status(NNPCCL_ERR_SYSTEM, "hwloc: cannot initialise a topology");
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     hwloc_topology_set_icache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL); // hidden by default
     // GPUs are not what we look for, and the OpenCL and GL plugins cost
@@ -52,8 +49,7 @@ bool discover_host(HostInfo *out, std::string *error) {
         hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, plugin);
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
-        *error = "hwloc: cannot read this host's topology";
-        return false;
+        return Status(NNPCCL_ERR_SYSTEM, "hwloc: cannot read this host's topology");
     }
     char name[256] = {};
     gethostname(name, sizeof name - 1);
@@ -101,7 +97,7 @@ bool discover_host(HostInfo *out, std::string *error) {
         out->nics.push_back(nic);
     }
     hwloc_topology_destroy(topo);
-    return true;
+    return Status::ok();
 }
 
 } // namespace nnpccl

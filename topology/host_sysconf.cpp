@@ -8,7 +8,7 @@
 
 namespace nnpccl {
 
-bool discover_host(HostInfo *out, std::string *error) {
+Status discover_host(HostInfo *out) {
     *out = HostInfo();
     char name[256] = {};
     gethostname(name, sizeof name - 1);
@@ -16,10 +16,8 @@ bool discover_host(HostInfo *out, std::string *error) {
     out->source = "sysconf";
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
-        *error = "sched_getaffinity failed: cannot tell which CPUs this process may use";
-        return false;
-    }
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return Status(NNPCCL_ERR_SYSTEM, "sched_getaffinity failed: cannot tell which CPUs this process may use");
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
         if (CPU_ISSET(cpu, &allowed)) {
             out->core_cpus.push_back({cpu});
@@ -41,7 +39,7 @@ bool discover_host(HostInfo *out, std::string *error) {
     }
     for (const SysfsInterface &s : sysfs_network_interfaces())
         out->nics.push_back(NetworkInterface{s.name, s.kind, s.os_numa_node >= 0 ? 0 : -1});
-    return true;
+    return Status::ok();
 }
 
 } // namespace nnpccl

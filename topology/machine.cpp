@@ -43,31 +43,29 @@ int Machine::add_chip(Chip chip) {
     return num_chips() - 1;
 }
 
-bool Machine::add_link(int from, int to, LinkParams params, std::string *error) {
-    if (from < 0 || from >= num_chips() || to < 0 || to >= num_chips()) {
-        *error = "link " + std::to_string(from) + "->" + std::to_string(to) + " names a chip that does not exist (" +
-                 std::to_string(num_chips()) + " chips)";
-        return false;
-    }
-    if (from == to) {
-        *error = "link " + std::to_string(from) + "->" + std::to_string(to) + " joins a chip to itself";
-        return false;
-    }
-    if (has_link(from, to)) {
-        *error = "link " + std::to_string(from) + "->" + std::to_string(to) + " is given twice";
-        return false;
-    }
+Status Machine::add_link(int from, int to, LinkParams params) {
+    if (from < 0 || from >= num_chips() || to < 0 || to >= num_chips())
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT, "link " + std::to_string(from) + "->" + std::to_string(to) +
+                                                       " names a chip that does not exist (" +
+                                                       std::to_string(num_chips()) + " chips)");
+    if (from == to)
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                      "link " + std::to_string(from) + "->" + std::to_string(to) + " joins a chip to itself");
+    if (has_link(from, to))
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                      "link " + std::to_string(from) + "->" + std::to_string(to) + " is given twice");
     int index = static_cast<int>(links_.size());
     links_.push_back(Link{from, to, params.gbps, params.latency_us});
     min_latency_us_ = std::min(min_latency_us_, params.latency_us);
     out_[static_cast<size_t>(from)].push_back(index);
     in_[static_cast<size_t>(to)].push_back(index);
     index_.emplace(key(from, to), index);
-    return true;
+    return Status::ok();
 }
 
-bool Machine::add_duplex_link(int a, int b, LinkParams params, std::string *error) {
-    return add_link(a, b, params, error) && add_link(b, a, params, error);
+Status Machine::add_duplex_link(int a, int b, LinkParams params) {
+    NNPCCL_TRY(add_link(a, b, params));
+    return add_link(b, a, params);
 }
 
 int Machine::link_index(int from, int to) const {
@@ -111,16 +109,15 @@ double Machine::injection_gbps(int chip) const {
     return sum;
 }
 
-bool Machine::check_ports(std::string *error) const {
+Status Machine::check_ports() const {
     for (int c = 0; c < num_chips(); ++c) {
         int used = ports_used(c);
-        if (used > chip(c).ports) {
-            *error = "chip " + std::to_string(c) + " is linked to " + std::to_string(used) + " chips but has " +
-                     std::to_string(chip(c).ports) + " ports";
-            return false;
-        }
+        if (used > chip(c).ports)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, "chip " + std::to_string(c) + " is linked to " +
+                                                           std::to_string(used) + " chips but has " +
+                                                           std::to_string(chip(c).ports) + " ports");
     }
-    return true;
+    return Status::ok();
 }
 
 namespace {

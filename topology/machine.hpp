@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "status.hpp"
+
 namespace nnpccl {
 
 // Figures of one link direction.
@@ -81,9 +83,9 @@ public:
     int add_chip(Chip chip = {});
     // Adds the link from -> to. Fails (and says why) for an unknown chip, a
     // chip linked to itself, or a link that already exists.
-    bool add_link(int from, int to, LinkParams params, std::string *error);
+    Status add_link(int from, int to, LinkParams params);
     // Both directions, same figures.
-    bool add_duplex_link(int a, int b, LinkParams params, std::string *error);
+    Status add_duplex_link(int a, int b, LinkParams params);
 
     int num_chips() const { return static_cast<int>(chips_.size()); }
     const Chip &chip(int index) const { return chips_[static_cast<size_t>(index)]; }
@@ -111,7 +113,7 @@ public:
     double injection_gbps(int chip) const;
 
     // Every chip's cabling fits its ports; otherwise names the first that does not.
-    bool check_ports(std::string *error) const;
+    Status check_ports() const;
 
     // Least-latency path (ties: fewer hops) from `from` to `to`.
     // Dijkstra over the links: O(L log C).

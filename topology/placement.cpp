@@ -90,35 +90,29 @@ std::vector<int> grow_from(const UndirectedGraph &g, int seed, int k) {
 
 } // namespace
 
-bool place_ranks(const Machine &machine, int nranks, const std::vector<int> &requested, std::vector<int> *chips,
-                 std::string *error) {
+Status place_ranks(const Machine &machine, int nranks, const std::vector<int> &requested, std::vector<int> *chips) {
     const int n_chips = machine.num_chips();
     chips->clear();
-    if (nranks < 1) {
-        *error = "placement: a job needs at least one rank";
-        return false;
-    }
-    if (nranks > n_chips) {
-        *error = "placement: " + std::to_string(nranks) + " ranks but topology '" + machine.name() + "' has only " +
-                 std::to_string(n_chips) + " chip" + (n_chips == 1 ? "" : "s") + " (one rank per chip)";
-        return false;
-    }
+    if (nranks < 1) return Status(NNPCCL_ERR_INVALID_ARGUMENT, "placement: a job needs at least one rank");
+    if (nranks > n_chips)
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT, "placement: " + std::to_string(nranks) + " ranks but topology '" +
+                                                       machine.name() + "' has only " + std::to_string(n_chips) +
+                                                       " chip" + (n_chips == 1 ? "" : "s") + " (one rank per chip)");
     if (!requested.empty()) {
-        if (static_cast<int>(requested.size()) < nranks) {
-            *error = "placement: " + std::to_string(nranks) + " ranks but the topology's placement list names only " +
-                     std::to_string(requested.size()) + " chips";
-            return false;
-        }
+        if (static_cast<int>(requested.size()) < nranks)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, "placement: " + std::to_string(nranks) +
+                                                           " ranks but the topology's placement list names only " +
+                                                           std::to_string(requested.size()) + " chips");
         chips->assign(requested.begin(), requested.begin() + nranks);
-        return true;
+        return Status::ok();
     }
     if (nranks == n_chips) {
         for (int c = 0; c < n_chips; ++c) chips->push_back(c);
-        return true;
+        return Status::ok();
     }
     if (machine.shape() == Shape::Torus) {
         *chips = torus_chips(machine, nranks);
-        return true;
+        return Status::ok();
     }
     UndirectedGraph g = link_graph(machine);
     // An odd ring cannot exist in a two-colourable graph: skip the search.
@@ -127,16 +121,16 @@ bool place_ranks(const Machine &machine, int nranks, const std::vector<int> &req
         if (!cycle.empty()) {
             std::sort(cycle.begin(), cycle.end());
             *chips = cycle;
-            return true;
+            return Status::ok();
         }
     }
     for (int seed = 0; seed < n_chips; ++seed) {
         *chips = grow_from(g, seed, nranks);
-        if (!chips->empty()) return true;
+        if (!chips->empty()) return Status::ok();
     }
-    *error = "placement: topology '" + machine.name() + "' has no " + std::to_string(nranks) +
-             " chips joined by links (jobs must use adjacent chips)";
-    return false;
+    return Status(NNPCCL_ERR_INVALID_ARGUMENT, "placement: topology '" + machine.name() + "' has no " +
+                                                   std::to_string(nranks) +
+                                                   " chips joined by links (jobs must use adjacent chips)");
 }
 
 } // namespace nnpccl

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "status.hpp"
+
 #include "graph.hpp"
 #include "machine.hpp"
 
@@ -24,8 +26,7 @@ namespace nnpccl {
 //    that, a connected set grown from chip 0, taking next the chip with most
 //    links into the set (ties: lowest id). Ranks take those chips in id order.
 // More ranks than chips, or than the list names, is an error that says so.
-bool place_ranks(const Machine &machine, int nranks, const std::vector<int> &requested, std::vector<int> *chips,
-                 std::string *error);
+Status place_ranks(const Machine &machine, int nranks, const std::vector<int> &requested, std::vector<int> *chips);
 
 // The duplex-link graph of `machine` (vertices are chips).
 UndirectedGraph link_graph(const Machine &machine);

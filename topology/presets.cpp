@@ -9,8 +9,7 @@ namespace {
 // Every builder below only adds well-formed links, so a failure here is a
 // bug in the builder, not in the caller's input.
 void must_link(Machine *m, int a, int b, LinkParams params) {
-    std::string error;
-    if (!m->add_duplex_link(a, b, params, &error)) std::abort();
+    if (!m->add_duplex_link(a, b, params)) std::abort();
 }
 
 // A positive integer no larger than `max`, the whole of `text`.
@@ -94,15 +93,13 @@ bool is_preset_spec(const std::string &spec) {
            starts_with(spec, "fc:") || starts_with(spec, "torus:");
 }
 
-bool build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out,
-                  std::string *error) {
+Status build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out) {
     const LinkParams icl = options.icl;
     int n = 0, x = 0, y = 0;
     if (spec == "flat") {
-        if (nranks < 1) {
-            *error = "flat: the number of ranks is needed (the flat model has one chip per rank)";
-            return false;
-        }
+        if (nranks < 1)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                          "flat: the number of ranks is needed (the flat model has one chip per rank)");
         *out = flat_machine(nranks, options.host);
     } else if (spec == "hcm8") {
         *out = hybrid_cube_mesh_machine(icl);
@@ -119,35 +116,31 @@ bool build_preset(const std::string &spec, int nranks, const TopologyOptions &op
         // A POD is chassis of 8 chips (one host each), chained along x.
         for (int c = 0; c < out->num_chips(); ++c) out->mutable_chip(c).host = "chassis" + std::to_string(c / 8);
     } else if (starts_with(spec, "ring:")) {
-        if (!parse_count(spec.substr(5), kMaxPresetChips, &n) || n < 2) {
-            *error = "topology '" + spec + "': ring:N needs a chip count N >= 2";
-            return false;
-        }
+        if (!parse_count(spec.substr(5), kMaxPresetChips, &n) || n < 2)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + spec + "': ring:N needs a chip count N >= 2");
         *out = ring_machine(n, icl);
     } else if (starts_with(spec, "fc:")) {
-        if (!parse_count(spec.substr(3), kMaxPresetChips, &n) || n < 2 || n - 1 > kIclQuadsPerChip) {
-            *error = "topology '" + spec + "': fc:N needs 2 <= N <= " + std::to_string(kIclQuadsPerChip + 1) +
-                     " (a chip's 16 ICL quads cannot reach more peers)";
-            return false;
-        }
+        if (!parse_count(spec.substr(3), kMaxPresetChips, &n) || n < 2 || n - 1 > kIclQuadsPerChip)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                          "topology '" + spec + "': fc:N needs 2 <= N <= " + std::to_string(kIclQuadsPerChip + 1) +
+                              " (a chip's 16 ICL quads cannot reach more peers)");
         *out = fully_connected_machine(n, icl);
     } else if (starts_with(spec, "torus:")) {
         std::string dims = spec.substr(6);
         size_t cross = dims.find('x');
         if (cross == std::string::npos || !parse_count(dims.substr(0, cross), kMaxPresetChips, &x) ||
-            !parse_count(dims.substr(cross + 1), kMaxPresetChips, &y) ||
-            static_cast<long>(x) * y > kMaxPresetChips || x * y < 2) {
-            *error = "topology '" + spec + "': torus:XxY needs two positive sizes, at least 2 and at most " +
-                     std::to_string(kMaxPresetChips) + " chips (e.g. torus:8x4)";
-            return false;
-        }
+            !parse_count(dims.substr(cross + 1), kMaxPresetChips, &y) || static_cast<long>(x) * y > kMaxPresetChips ||
+            x * y < 2)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                          "topology '" + spec + "': torus:XxY needs two positive sizes, at least 2 and at most " +
+                              std::to_string(kMaxPresetChips) + " chips (e.g. torus:8x4)");
         *out = torus_machine(x, y, icl);
     } else {
-        *error = "unknown preset '" + spec + "'; presets are: " +
-                 "ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 nnpt-pod32 nnpt-pod1024 flat";
-        return false;
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                      "unknown preset '" + spec + "'; presets are: " +
+                          "ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 nnpt-pod32 nnpt-pod1024 flat");
     }
-    return true;
+    return Status::ok();
 }
 
 std::string describe_presets() {

@@ -1,10 +1,12 @@
-// Named machines. The names are part of the interface (DESIGN.md, "Topology
-// model"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, the NNP-T presets
+// Named machines. The names are part of the interface (docs/design.md,
+// "Adding a topology preset"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, the NNP-T presets
 // `nnpt-ring8`, `nnpt-hcm8`, `nnpt-pod32`, `nnpt-pod1024`, and `flat`.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "status.hpp"
 
 #include "machine.hpp"
 
@@ -47,8 +49,7 @@ Machine flat_machine(int n, LinkParams host);
 // Whether `spec` is spelled like a preset (it may still be invalid, e.g. `ring:0`).
 bool is_preset_spec(const std::string &spec);
 // Builds the preset `spec`. `nranks` is only read by `flat` (its size).
-bool build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out,
-                  std::string *error);
+Status build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out);
 // The preset spellings, one per line with a description, for --help texts.
 std::string describe_presets();
 

@@ -181,9 +181,9 @@ bool read_links(FileReader &r, const JsonValue &links, const Defaults &defaults,
             duplex = v->boolean;
         }
         int a = static_cast<int>(ends[0]), b = static_cast<int>(ends[1]);
-        std::string why;
-        if (!m->add_link(a, b, params, &why) || (duplex && !m->add_link(b, a, params, &why)))
-            return r.fail(l, field, why);
+        Status linked = m->add_link(a, b, params);
+        if (linked && duplex) linked = m->add_link(b, a, params);
+        if (!linked) return r.fail(l, field, linked.message());
         for (int chip : {a, b})
             if (m->ports_used(chip) > m->chip(chip).ports)
                 return r.fail(l, field,
@@ -242,7 +242,11 @@ bool read_placement(FileReader &r, const JsonValue &list, const Machine &m, std:
 
 } // namespace
 
-bool parse_topology_text(const std::string &text, const std::string &source, TopologyFile *out, std::string *error) {
+namespace {
+
+// The reader keeps where every value came from and writes the message of
+// the first error, with its line, column and field, into *error.
+bool read_topology_text(const std::string &text, const std::string &source, TopologyFile *out, std::string *error) {
     *out = TopologyFile();
     FileReader r(source, error);
     JsonValue root;
@@ -315,19 +319,21 @@ bool parse_topology_text(const std::string &text, const std::string &source, Top
     return true;
 }
 
-bool read_topology_file(const std::string &path, TopologyFile *out, std::string *error) {
+} // namespace
+
+Status parse_topology_text(const std::string &text, const std::string &source, TopologyFile *out) {
+    std::string error;
+    if (!read_topology_text(text, source, out, &error)) return Status(NNPCCL_ERR_INVALID_ARGUMENT, error);
+    return Status::ok();
+}
+
+Status read_topology_file(const std::string &path, TopologyFile *out) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        *error = path + ": cannot open the topology file";
-        return false;
-    }
+    if (!in) return Status(NNPCCL_ERR_INVALID_ARGUMENT, path + ": cannot open the topology file");
     std::ostringstream text;
     text << in.rdbuf();
-    if (in.bad()) {
-        *error = path + ": cannot read the topology file";
-        return false;
-    }
-    return parse_topology_text(text.str(), path, out, error);
+    if (in.bad()) return Status(NNPCCL_ERR_INVALID_ARGUMENT, path + ": cannot read the topology file");
+    return parse_topology_text(text.str(), path, out);
 }
 
 namespace {

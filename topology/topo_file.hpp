@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "status.hpp"
+
 #include "machine.hpp"
 
 namespace nnpccl {
@@ -33,9 +35,9 @@ struct TopologyFile {
 
 // Reads `text`; `source` names it in errors. An error is one line:
 // "<source>:<line>:<column>: <field>: <what is wrong>".
-bool parse_topology_text(const std::string &text, const std::string &source, TopologyFile *out, std::string *error);
+Status parse_topology_text(const std::string &text, const std::string &source, TopologyFile *out);
 // The same for a file on disk.
-bool read_topology_file(const std::string &path, TopologyFile *out, std::string *error);
+Status read_topology_file(const std::string &path, TopologyFile *out);
 // `machine` (and the placement, when not empty) in the format above; parsing
 // it back gives the same machine.
 std::string topology_to_json(const Machine &machine, const std::vector<int> &placement);

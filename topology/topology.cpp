@@ -271,16 +271,14 @@ double Topology::allreduce_lower_bound_us(size_t bytes) const {
     return 2.0 * (p - 1) / p * static_cast<double>(bytes) / (min_injection_gbps() * 1e3);
 }
 
-bool Topology::create(Machine machine, const std::vector<int> &requested, int nranks, Topology *out,
-                      std::string *error) {
+Status Topology::create(Machine machine, const std::vector<int> &requested, int nranks, Topology *out) {
     Topology t;
     if (nranks <= 0) nranks = requested.empty() ? machine.num_chips() : static_cast<int>(requested.size());
-    if (!machine.check_ports(error)) {
-        *error = "topology '" + machine.name() + "': " + *error;
-        return false;
-    }
-    if (!place_ranks(machine, nranks, requested, &t.chip_of_rank_, error)) return false;
-    if (!placed_chips_connected(machine, t.chip_of_rank_, error)) return false;
+    if (Status ports = machine.check_ports(); !ports)
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + machine.name() + "': " + ports.message());
+    std::string error;
+    NNPCCL_TRY(place_ranks(machine, nranks, requested, &t.chip_of_rank_));
+    if (!placed_chips_connected(machine, t.chip_of_rank_, &error)) return Status(NNPCCL_ERR_INVALID_ARGUMENT, error);
     t.machine_ = std::move(machine);
     const Machine &m = t.machine_;
     const int p = nranks;
@@ -327,38 +325,35 @@ bool Topology::create(Machine machine, const std::vector<int> &requested, int nr
     for (int which = 0; which < 2; ++which)
         t.double_binary_tree_[which] = t.embed_tree(binary_tree(t.rings_.front(), which));
     *out = std::move(t);
-    return true;
+    return Status::ok();
 }
 
 Topology Topology::flat(int nranks) { return flat(nranks, TopologyOptions().host); }
 
 Topology Topology::flat(int nranks, LinkParams host) {
     Topology t;
-    std::string error;
-    if (nranks >= 1) create(flat_machine(nranks, host), {}, nranks, &t, &error);
+    if (nranks >= 1) create(flat_machine(nranks, host), {}, nranks, &t);
     return t;
 }
 
-bool load_topology(const std::string &spec, int nranks, const TopologyOptions &options, Topology *out,
-                   std::string *error) {
+Status load_topology(const std::string &spec, int nranks, const TopologyOptions &options, Topology *out) {
     const std::string name = spec.empty() ? "flat" : spec;
     if (is_preset_spec(name)) {
         Machine machine;
-        if (!build_preset(name, nranks, options, &machine, error)) return false;
-        return Topology::create(std::move(machine), {}, nranks, out, error);
+        NNPCCL_TRY(build_preset(name, nranks, options, &machine));
+        return Topology::create(std::move(machine), {}, nranks, out);
     }
-    if (!std::ifstream(name).good()) {
-        *error = "topology '" + name + "' is neither a preset (ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 " +
-                 "nnpt-pod32 nnpt-pod1024 flat) nor a readable topology file";
-        return false;
-    }
+    if (!std::ifstream(name).good())
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                      "topology '" + name + "' is neither a preset (ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 " +
+                          "nnpt-pod32 nnpt-pod1024 flat) nor a readable topology file");
     TopologyFile file;
-    if (!read_topology_file(name, &file, error)) return false;
-    return Topology::create(std::move(file.machine), file.placement, nranks, out, error);
+    NNPCCL_TRY(read_topology_file(name, &file));
+    return Topology::create(std::move(file.machine), file.placement, nranks, out);
 }
 
-bool load_topology(const std::string &spec, int nranks, Topology *out, std::string *error) {
-    return load_topology(spec, nranks, TopologyOptions(), out, error);
+Status load_topology(const std::string &spec, int nranks, Topology *out) {
+    return load_topology(spec, nranks, TopologyOptions(), out);
 }
 
 } // namespace nnpccl

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "status.hpp"
+
 #include "machine.hpp"
 #include "presets.hpp"
 
@@ -65,8 +67,7 @@ public:
     // Places `nranks` ranks on `machine` (see placement.hpp; `requested` is
     // a file's placement list, or empty) and embeds rings and trees.
     // nranks <= 0 means one rank per chip (or per placement-list entry).
-    static bool create(Machine machine, const std::vector<int> &requested, int nranks, Topology *out,
-                       std::string *error);
+    static Status create(Machine machine, const std::vector<int> &requested, int nranks, Topology *out);
 
     const std::string &name() const { return machine_.name(); }
     int nranks() const { return static_cast<int>(chip_of_rank_.size()); }
@@ -138,11 +139,10 @@ private:
 };
 
 // Builds the topology `spec` names for `nranks` ranks: a preset (see
-// presets.hpp; empty means "flat") or the path of a topology file. On
-// failure returns false and sets *error to one line that says what is wrong
-// (for a file: where, and which field). Never throws.
-bool load_topology(const std::string &spec, int nranks, const TopologyOptions &options, Topology *out,
-                   std::string *error);
-bool load_topology(const std::string &spec, int nranks, Topology *out, std::string *error);
+// presets.hpp; empty means "flat") or the path of a topology file. A
+// failure is an invalid argument whose one line says what is wrong (for a
+// file: where, and which field). Never throws.
+Status load_topology(const std::string &spec, int nranks, const TopologyOptions &options, Topology *out);
+Status load_topology(const std::string &spec, int nranks, Topology *out);
 
 } // namespace nnpccl

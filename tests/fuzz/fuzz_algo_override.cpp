@@ -12,9 +12,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string_view spec(reinterpret_cast<const char *>(data), size);
     nnpccl::AlgoOverride rules;
-    std::string error;
-    if (!rules.parse(spec, &error)) {
-        if (error.rfind("NNPCCL_ALGO: ", 0) != 0) std::abort();
+    if (const nnpccl::Status parsed = rules.parse(spec); !parsed) {
+        if (parsed.code() != NNPCCL_ERR_INVALID_ARGUMENT || parsed.message().rfind("NNPCCL_ALGO: ", 0) != 0)
+            std::abort();
         return 0;
     }
     for (const nnpccl::AlgoChoice &choice : rules.choices()) {

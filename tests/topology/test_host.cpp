@@ -2,13 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include "host.hpp"
+#include "succeeded.hpp"
 
 using namespace nnpccl;
 
 TEST_CASE("discovers this host", "[host]") {
     HostInfo host;
     std::string error;
-    REQUIRE(discover_host(&host, &error));
+    REQUIRE(succeeded(discover_host(&host), &error));
     CHECK(host.packages >= 1);
     CHECK(host.numa_nodes >= 1);
     CHECK(host.cores >= 1);
@@ -55,11 +56,11 @@ TEST_CASE("pinning: one core per local rank, or round robin when ranks outnumber
 TEST_CASE("CPU lists as in NNPCCL_PIN", "[host]") {
     std::vector<int> cpus;
     std::string error;
-    REQUIRE(parse_cpu_list("0-3,8,10-11", &cpus, &error));
+    REQUIRE(succeeded(parse_cpu_list("0-3,8,10-11", &cpus), &error));
     CHECK(cpus == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
     for (const char *bad : {"", "a", "3-1", "1,,2", "1-", "-1", "1;2"}) {
         INFO(bad);
-        CHECK_FALSE(parse_cpu_list(bad, &cpus, &error));
+        CHECK_FALSE(succeeded(parse_cpu_list(bad, &cpus), &error));
         CHECK(error.find("CPU list") == 0);
     }
 }

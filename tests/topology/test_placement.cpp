@@ -8,6 +8,7 @@
 
 #include "placement.hpp"
 #include "presets.hpp"
+#include "succeeded.hpp"
 #include "topo_file.hpp"
 #include "topology.hpp"
 #include "topology_checks.hpp"
@@ -25,10 +26,10 @@ bool connected_over_links(const Topology &t) { return rank_graph(t).is_connected
 TEST_CASE("more ranks than chips is an error that says so", "[placement]") {
     Topology t;
     std::string error;
-    CHECK_FALSE(load_topology("nnpt-hcm8", 9, &t, &error));
+    CHECK_FALSE(succeeded(load_topology("nnpt-hcm8", 9, &t), &error));
     CHECK(error.find("9 ranks") != std::string::npos);
     CHECK(error.find("only 8 chips") != std::string::npos);
-    CHECK_FALSE(load_topology("nnpt-pod32", 33, &t, &error));
+    CHECK_FALSE(succeeded(load_topology("nnpt-pod32", 33, &t), &error));
     CHECK(error.find("33 ranks") != std::string::npos);
 }
 
@@ -36,11 +37,11 @@ TEST_CASE("fewer ranks than chips: a connected set of adjacent chips", "[placeme
     for (const char *spec : {"nnpt-hcm8", "nnpt-ring8", "fc:8", "nnpt-pod32", "torus:5x4", "torus:3x3"}) {
         Topology full;
         std::string error;
-        REQUIRE(load_topology(spec, 0, &full, &error));
+        REQUIRE(succeeded(load_topology(spec, 0, &full), &error));
         for (int k = 1; k <= full.machine().num_chips(); ++k) {
             INFO(spec << " with " << k << " ranks");
             Topology t;
-            REQUIRE(load_topology(spec, k, &t, &error));
+            REQUIRE(succeeded(load_topology(spec, k, &t), &error));
             CHECK(t.nranks() == k);
             std::set<int> chips(t.placement().begin(), t.placement().end());
             CHECK(chips.size() == static_cast<size_t>(k));
@@ -65,14 +66,14 @@ TEST_CASE("fewer ranks than chips: a connected set of adjacent chips", "[placeme
 TEST_CASE("a torus job gets a compact block and its grid", "[placement]") {
     Topology t;
     std::string error;
-    REQUIRE(load_topology("nnpt-pod32", 8, &t, &error));
+    REQUIRE(succeeded(load_topology("nnpt-pod32", 8, &t), &error));
     CHECK(t.placement() == std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11});
     REQUIRE(t.torus() != nullptr);
     CHECK(t.torus()->x == 4);
     CHECK(t.torus()->y == 2);
     CHECK_FALSE(t.torus()->wrap_x);
     CHECK(t.hamiltonian_ring_count() == 1);
-    REQUIRE(load_topology("nnpt-pod1024", 64, &t, &error));
+    REQUIRE(succeeded(load_topology("nnpt-pod1024", 64, &t), &error));
     CHECK(t.torus()->x == 8);
     CHECK(t.torus()->y == 8);
 }
@@ -81,15 +82,15 @@ TEST_CASE("a placement list puts rank r on the chip it names", "[placement]") {
     Machine m = ring_machine(6, LinkParams{});
     std::vector<int> chips;
     std::string error;
-    REQUIRE(place_ranks(m, 3, {4, 5, 0}, &chips, &error));
+    REQUIRE(succeeded(place_ranks(m, 3, {4, 5, 0}, &chips), &error));
     CHECK(chips == std::vector<int>{4, 5, 0});
-    CHECK_FALSE(place_ranks(m, 4, {4, 5, 0}, &chips, &error));
+    CHECK_FALSE(succeeded(place_ranks(m, 4, {4, 5, 0}, &chips), &error));
     CHECK(error.find("names only 3 chips") != std::string::npos);
-    CHECK_FALSE(place_ranks(m, 0, {}, &chips, &error));
+    CHECK_FALSE(succeeded(place_ranks(m, 0, {}, &chips), &error));
 
     // Non-adjacent chips from a list still get a ring, routed through the others.
     Topology t;
-    REQUIRE(Topology::create(ring_machine(6, LinkParams{}), {0, 2, 4}, 0, &t, &error));
+    REQUIRE(succeeded(Topology::create(ring_machine(6, LinkParams{}), {0, 2, 4}, 0, &t), &error));
     CHECK(t.hamiltonian_ring_count() == 0);
     CHECK(t.ring_embeddings()[0].forward[0].hops == 2);
     CHECK(spanning_tree(t.spanning_tree().parent));
@@ -98,15 +99,17 @@ TEST_CASE("a placement list puts rank r on the chip it names", "[placement]") {
 TEST_CASE("placed chips with no links between them are refused", "[placement]") {
     TopologyFile file;
     std::string error;
-    REQUIRE(parse_topology_text("{\"chips\": 4, \"links\": [{\"from\": 0, \"to\": 1}, {\"from\": 2, \"to\": 3}],"
-                                " \"placement\": [0, 2]}",
-                                "split.json", &file, &error));
+    REQUIRE(
+        succeeded(parse_topology_text("{\"chips\": 4, \"links\": [{\"from\": 0, \"to\": 1}, {\"from\": 2, \"to\": 3}],"
+                                      " \"placement\": [0, 2]}",
+                                      "split.json", &file),
+                  &error));
     Topology t;
-    CHECK_FALSE(Topology::create(file.machine, file.placement, 0, &t, &error));
+    CHECK_FALSE(succeeded(Topology::create(file.machine, file.placement, 0, &t), &error));
     CHECK(error.find("no links lead from chip 0 to chip 2") != std::string::npos);
     // Without a list, placement keeps to one connected part.
-    REQUIRE(Topology::create(file.machine, {}, 2, &t, &error));
+    REQUIRE(succeeded(Topology::create(file.machine, {}, 2, &t), &error));
     CHECK(t.placement() == std::vector<int>{0, 1});
-    CHECK_FALSE(Topology::create(file.machine, {}, 3, &t, &error));
+    CHECK_FALSE(succeeded(Topology::create(file.machine, {}, 3, &t), &error));
     CHECK(error.find("no 3 chips joined by links") != std::string::npos);
 }

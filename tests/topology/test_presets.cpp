@@ -5,6 +5,7 @@
 #include <string>
 
 #include "presets.hpp"
+#include "succeeded.hpp"
 #include "topology.hpp"
 #include "topology_checks.hpp"
 
@@ -33,7 +34,7 @@ Topology load(const std::string &spec, int nranks = 0) {
     Topology t;
     std::string error;
     INFO(spec << ": " << error);
-    REQUIRE(load_topology(spec, nranks, &t, &error));
+    REQUIRE(succeeded(load_topology(spec, nranks, &t), &error));
     return t;
 }
 
@@ -190,13 +191,13 @@ TEST_CASE("bad preset specs are rejected with a message", "[presets]") {
     std::string error;
     for (const char *spec : {"ring:0", "ring:x", "fc:18", "torus:8", "torus:0x4", "torus:8x4x2", "nnpt-pod64"}) {
         INFO(spec);
-        CHECK_FALSE(load_topology(spec, 0, &t, &error));
+        CHECK_FALSE(succeeded(load_topology(spec, 0, &t), &error));
         CHECK(error.find(spec) != std::string::npos);
     }
-    CHECK_FALSE(load_topology("no-such-topology", 0, &t, &error));
+    CHECK_FALSE(succeeded(load_topology("no-such-topology", 0, &t), &error));
     CHECK(error.find("neither a preset") != std::string::npos);
     TopologyOptions options;
     options.icl.latency_us = 0.25;
-    REQUIRE(load_topology("nnpt-ring8", 0, options, &t, &error));
+    REQUIRE(succeeded(load_topology("nnpt-ring8", 0, options, &t), &error));
     CHECK(t.ring_hop_latency_us(0) == Approx(0.25));
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "json_reader.hpp"
+#include "succeeded.hpp"
 #include "topo_file.hpp"
 #include "topology.hpp"
 
@@ -33,7 +34,7 @@ std::string rejection(const std::string &text) {
     TopologyFile file;
     std::string error;
     INFO(text);
-    CHECK_FALSE(parse_topology_text(text, "t.json", &file, &error));
+    CHECK_FALSE(succeeded(parse_topology_text(text, "t.json", &file), &error));
     CHECK(error.find('\n') == std::string::npos);
     CHECK(error.rfind("t.json:", 0) == 0);
     return error;
@@ -62,7 +63,7 @@ bool same_machine(const Machine &a, const Machine &b) {
 TEST_CASE("a good topology file", "[file]") {
     TopologyFile file;
     std::string error;
-    REQUIRE(parse_topology_text(kGood, "t.json", &file, &error));
+    REQUIRE(succeeded(parse_topology_text(kGood, "t.json", &file), &error));
     const Machine &m = file.machine;
     CHECK(m.name() == "two-boxes");
     CHECK(m.num_chips() == 4);
@@ -74,7 +75,7 @@ TEST_CASE("a good topology file", "[file]") {
     CHECK(file.placement == std::vector<int>{1, 2, 3, 0});
 
     Topology t;
-    REQUIRE(Topology::create(file.machine, file.placement, 0, &t, &error));
+    REQUIRE(succeeded(Topology::create(file.machine, file.placement, 0, &t), &error));
     CHECK(t.chip_of(0) == 1);
     CHECK(t.nranks() == 4);
     // Chips 3 and 0 are cabled one way only: no Hamiltonian ring of duplex links.
@@ -139,13 +140,13 @@ TEST_CASE("no prefix or corruption of a good file crashes the reader", "[file]")
     const std::string good = kGood;
     TopologyFile file;
     std::string error;
-    for (size_t n = 0; n < good.size(); ++n) parse_topology_text(good.substr(0, n), "t.json", &file, &error);
+    for (size_t n = 0; n < good.size(); ++n) succeeded(parse_topology_text(good.substr(0, n), "t.json", &file), &error);
     for (size_t i = 0; i < good.size(); ++i)
         for (char c : {'\0', '"', '}', ']', '9', '-', '\\', 'x', '\n', '\xff'}) {
             std::string bad = good;
             bad[i] = c;
             error.clear();
-            if (!parse_topology_text(bad, "t.json", &file, &error)) {
+            if (!succeeded(parse_topology_text(bad, "t.json", &file), &error)) {
                 CHECK(error.find('\n') == std::string::npos);
                 CHECK(!error.empty());
             }
@@ -157,37 +158,37 @@ TEST_CASE("every preset survives the JSON round trip", "[file]") {
         INFO(spec);
         Topology t;
         std::string error;
-        REQUIRE(load_topology(spec, 0, &t, &error));
+        REQUIRE(succeeded(load_topology(spec, 0, &t), &error));
         const std::string json = topology_to_json(t.machine(), {});
         TopologyFile back;
-        REQUIRE(parse_topology_text(json, "dump.json", &back, &error));
+        REQUIRE(succeeded(parse_topology_text(json, "dump.json", &back), &error));
         CHECK(same_machine(t.machine(), back.machine));
         CHECK(topology_to_json(back.machine, {}) == json);
         Topology again;
-        REQUIRE(Topology::create(back.machine, back.placement, 0, &again, &error));
+        REQUIRE(succeeded(Topology::create(back.machine, back.placement, 0, &again), &error));
         CHECK(again.rings() == t.rings());
     }
     Topology flat = Topology::flat(4);
     TopologyFile flat_back;
     std::string flat_error;
-    REQUIRE(parse_topology_text(topology_to_json(flat.machine(), {}), "flat.json", &flat_back, &flat_error));
+    REQUIRE(succeeded(parse_topology_text(topology_to_json(flat.machine(), {}), "flat.json", &flat_back), &flat_error));
     CHECK(same_machine(flat.machine(), flat_back.machine));
     // With a placement (a job smaller than the machine) and odd figures.
     TopologyFile file;
     std::string error;
-    REQUIRE(parse_topology_text(kGood, "t.json", &file, &error));
+    REQUIRE(succeeded(parse_topology_text(kGood, "t.json", &file), &error));
     std::string json = topology_to_json(file.machine, file.placement);
     TopologyFile back;
-    REQUIRE(parse_topology_text(json, "dump.json", &back, &error));
+    REQUIRE(succeeded(parse_topology_text(json, "dump.json", &back), &error));
     CHECK(same_machine(file.machine, back.machine));
     CHECK(back.placement == file.placement);
 
     Topology part;
-    REQUIRE(load_topology("nnpt-pod32", 6, &part, &error));
+    REQUIRE(succeeded(load_topology("nnpt-pod32", 6, &part), &error));
     json = topology_to_json(part.machine(), part.placement());
-    REQUIRE(parse_topology_text(json, "dump.json", &back, &error));
+    REQUIRE(succeeded(parse_topology_text(json, "dump.json", &back), &error));
     Topology reloaded;
-    REQUIRE(Topology::create(back.machine, back.placement, 6, &reloaded, &error));
+    REQUIRE(succeeded(Topology::create(back.machine, back.placement, 6, &reloaded), &error));
     CHECK(reloaded.placement() == part.placement());
     CHECK(reloaded.rings() == part.rings());
 }
@@ -200,21 +201,21 @@ TEST_CASE("load_topology reads files and names them in errors", "[file]") {
     }
     Topology t;
     std::string error;
-    REQUIRE(load_topology(path, 3, &t, &error));
+    REQUIRE(succeeded(load_topology(path, 3, &t), &error));
     CHECK(t.nranks() == 3);
     CHECK(t.placement() == std::vector<int>{1, 2, 3});
-    CHECK_FALSE(load_topology(path, 5, &t, &error));
+    CHECK_FALSE(succeeded(load_topology(path, 5, &t), &error));
     CHECK(error.find("5 ranks") != std::string::npos);
     {
         std::ofstream out(path);
         out << "{\"chips\": 2, \"links\": [{\"from\": 0, \"to\": 1, \"gbps\": 0}]}";
     }
-    CHECK_FALSE(load_topology(path, 0, &t, &error));
+    CHECK_FALSE(succeeded(load_topology(path, 0, &t), &error));
     CHECK(error == path + ":1:53: links[0].gbps: expected a positive number, found 0");
     std::remove(path.c_str());
 
     TopologyFile file;
-    CHECK_FALSE(read_topology_file("/nonexistent/t.json", &file, &error));
+    CHECK_FALSE(succeeded(read_topology_file("/nonexistent/t.json", &file), &error));
     CHECK(error.find("/nonexistent/t.json") == 0);
 }
 

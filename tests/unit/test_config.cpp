@@ -6,8 +6,9 @@
 #include "algo_override.hpp"
 #include "bootstrap_wire.hpp"
 #include "check_data.hpp"
-#include "launch_env.hpp"
 #include "config.hpp"
+#include "launch_env.hpp"
+#include "succeeded.hpp"
 
 using namespace nnpccl;
 
@@ -173,7 +174,7 @@ TEST_CASE("the bench's check data catches a single flipped bit", "[check]") {
 TEST_CASE("NNPCCL_ALGO picks per collective and per half-open size range", "[config][algo]") {
     AlgoOverride rules;
     std::string error;
-    REQUIRE(rules.parse("allreduce:direct:0-8K,ring:8K-max;broadcast:ring", &error));
+    REQUIRE(succeeded(rules.parse("allreduce:direct:0-8K,ring:8K-max;broadcast:ring"), &error));
     CHECK(error.empty());
     CHECK(*rules.pick(Collective::Allreduce, 0) == "direct");
     CHECK(*rules.pick(Collective::Allreduce, 8191) == "direct");
@@ -182,9 +183,9 @@ TEST_CASE("NNPCCL_ALGO picks per collective and per half-open size range", "[con
     CHECK(*rules.pick(Collective::Broadcast, 1u << 30) == "ring");
     CHECK(rules.pick(Collective::Allgather, 64) == nullptr);
 
-    REQUIRE(rules.parse("allreduce:direct:0-4K", &error));
+    REQUIRE(succeeded(rules.parse("allreduce:direct:0-4K"), &error));
     CHECK(rules.pick(Collective::Allreduce, 4096) == nullptr); // left to the selector
-    REQUIRE(rules.parse("", &error));
+    REQUIRE(succeeded(rules.parse(""), &error));
     CHECK(rules.empty());
 }
 
@@ -210,8 +211,8 @@ TEST_CASE("a bad NNPCCL_ALGO token is an error naming it and where it is", "[con
         INFO(c.spec);
         AlgoOverride rules;
         std::string error;
-        REQUIRE(rules.parse("allreduce:ring", &error));
-        CHECK_FALSE(rules.parse(c.spec, &error));
+        REQUIRE(succeeded(rules.parse("allreduce:ring"), &error));
+        CHECK_FALSE(succeeded(rules.parse(c.spec), &error));
         CHECK_THAT(error, Catch::Contains(c.names));
         CHECK_THAT(error, Catch::StartsWith("NNPCCL_ALGO: "));
         // A rejected spec leaves the rules in force as they were.

@@ -9,6 +9,7 @@
 
 #include "planner.hpp"
 #include "schedule_sim.hpp"
+#include "succeeded.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -65,7 +66,7 @@ TEST_CASE("direct allreduce is correct, in place too, for 1 to 8 ranks", "[sched
 std::shared_ptr<const Schedule> planned(const CollectiveArgs &args, const Topology &topology) {
     std::shared_ptr<const Schedule> schedule;
     std::string error;
-    REQUIRE(plan_schedule(args, topology, PlanOptions(), &schedule, &error));
+    REQUIRE(succeeded(plan_schedule(args, topology, PlanOptions(), &schedule), &error));
     return schedule;
 }
 

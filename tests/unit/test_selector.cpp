@@ -9,11 +9,12 @@
 #include <set>
 #include <string>
 
-#include "selector.hpp"
 #include "config.hpp"
 #include "planner.hpp"
 #include "reduce.hpp"
 #include "schedule_sim.hpp"
+#include "selector.hpp"
+#include "succeeded.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -27,7 +28,7 @@ Topology preset(const std::string &spec, int nranks) {
     Topology t;
     std::string error;
     INFO(spec << ": " << error);
-    REQUIRE(load_topology(spec, nranks, &t, &error));
+    REQUIRE(succeeded(load_topology(spec, nranks, &t), &error));
     return t;
 }
 
@@ -46,9 +47,9 @@ CollectiveArgs call(Collective c, int p, size_t bytes, int rank = 0) {
 }
 
 std::string chosen(const CollectiveArgs &args, const Topology &t, const PlanOptions &options = PlanOptions()) {
-    std::string error;
-    const AlgorithmInfo *a = choose_algorithm(args, t, options, &error);
-    INFO(error);
+    const AlgorithmInfo *a = nullptr;
+    const Status st = choose_algorithm(args, t, options, &a);
+    INFO(st.message());
     REQUIRE(a != nullptr);
     return a->name;
 }
@@ -182,7 +183,7 @@ TEST_CASE("NNPCCL_ALGO forces an algorithm for its collective and sizes", "[sele
     const Topology pod = preset("nnpt-pod32", 32);
     PlanOptions options;
     std::string error;
-    REQUIRE(options.algo_override.parse("allreduce:halving_doubling:0-1M,ring:1M-max", &error));
+    REQUIRE(succeeded(options.algo_override.parse("allreduce:halving_doubling:0-1M,ring:1M-max"), &error));
     CHECK(chosen(call(Collective::Allreduce, 32, 8), pod, options) == "halving_doubling");
     CHECK(chosen(call(Collective::Allreduce, 32, (1 << 20) - 4), pod, options) == "halving_doubling");
     CHECK(chosen(call(Collective::Allreduce, 32, 1 << 20), pod, options) == "ring");
@@ -190,26 +191,30 @@ TEST_CASE("NNPCCL_ALGO forces an algorithm for its collective and sizes", "[sele
     CHECK(chosen(call(Collective::Broadcast, 32, kGiB), pod, options) == chosen(call(Collective::Broadcast, 32, kGiB), pod));
 
     // Sizes are ccl-bench's: p blocks for reduce-scatter.
-    REQUIRE(options.algo_override.parse("reduce_scatter:halving_doubling:0-64K", &error));
+    REQUIRE(succeeded(options.algo_override.parse("reduce_scatter:halving_doubling:0-64K"), &error));
     CHECK(chosen(call(Collective::ReduceScatter, 32, 32 * 1024), pod, options) == "halving_doubling");
 
     std::vector<Prediction> considered(1);
-    REQUIRE(choose_algorithm(call(Collective::ReduceScatter, 32, 32 * 1024), pod, options, &error, &considered));
+    const AlgorithmInfo *forced = nullptr;
+    REQUIRE(succeeded(
+        choose_algorithm(call(Collective::ReduceScatter, 32, 32 * 1024), pod, options, &forced, &considered), &error));
     CHECK(considered.empty()); // forced: nothing was weighed
 }
 
 TEST_CASE("a forced algorithm that does not apply is an error naming it and why", "[selector][algo]") {
     PlanOptions options;
     std::string error;
-    REQUIRE(options.algo_override.parse("allreduce:torus2d", &error));
+    REQUIRE(succeeded(options.algo_override.parse("allreduce:torus2d"), &error));
     std::shared_ptr<const Schedule> schedule;
-    CHECK_FALSE(plan_schedule(call(Collective::Allreduce, 4, 4096), Topology::flat(4), options, &schedule, &error));
+    CHECK_FALSE(
+        succeeded(plan_schedule(call(Collective::Allreduce, 4, 4096), Topology::flat(4), options, &schedule), &error));
     CHECK(schedule == nullptr);
     CHECK_THAT(error, Catch::Contains("NNPCCL_ALGO forces torus2d"));
     CHECK_THAT(error, Catch::Contains("does not apply"));
     CHECK_THAT(error, Catch::Contains("no torus grid"));
     // On a torus it applies.
-    REQUIRE(plan_schedule(call(Collective::Allreduce, 32, 4096), preset("nnpt-pod32", 32), options, &schedule, &error));
+    REQUIRE(succeeded(
+        plan_schedule(call(Collective::Allreduce, 32, 4096), preset("nnpt-pod32", 32), options, &schedule), &error));
     CHECK(schedule->algorithm == "torus2d");
     CHECK(schedule->channels.size() == kTorus2dChannels);
 }
