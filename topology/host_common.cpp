@@ -37,10 +37,10 @@ std::vector<SysfsInterface> sysfs_network_interfaces() {
 int core_for_local_rank(const HostInfo &host, int local_rank, int local_ranks) {
     if (local_ranks < 1 || local_rank < 0 || local_rank >= local_ranks || host.cores < 1) return -1;
     // More ranks than cores: round robin, so neighbouring ranks (a ring's
-    // next hop) run on different cores and each core's ranks take turns.
-    // Measured, 4 ranks on 2 cores, ring allgather of 1 MiB: 132-141 us
-    // pinned so, 460-480 us with ranks 0,1 and 2,3 sharing a core, and
-    // either (124-485 us) unpinned, as the scheduler happens to place them.
+    // next hop) run on different cores and one core's rank copies while the
+    // other's forwards; ranks sharing a core with their neighbour would
+    // wait for each other's time slices at every step (docs/performance.md,
+    // "Placement").
     if (host.cores < local_ranks) return local_rank % host.cores;
     // Spread: rank i of n takes core floor(i·cores/n), so ranks land on
     // different packages and NUMA nodes before sharing one.

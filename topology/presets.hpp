@@ -15,15 +15,11 @@ namespace nnpccl {
 // Figures a caller may override: the ICL port (NNP-T: 56 GB/s per direction;
 // its latency is not published, 1 µs by default) and the host link `flat`
 // uses (10 GB/s and 1.5 µs unless the caller says otherwise). The host's α
-// comes from ccl-bench's latency-bound rows on this project's 2-core VM (8
-// B, 4 ranks): a hop costs 0.9-1.2 µs in a broadcast chain of 3 hops and
-// 1.1-1.7 µs in a ring allreduce step at two ranks per core (where each
-// step waits its turn on the core, cost_model.cpp). 1.5 µs is from the
-// upper half of that range: with 1 µs the ring was predicted 1.5x faster
-// than halving-doubling for allreduce of 32 KiB, where it measured 1.1-2x
-// slower; with 1.5 µs the two are predicted within 2% of each other, and
-// the measured γ decides. At 64-128 KiB the model still picks the ring
-// where halving-doubling and direct measured faster.
+// is read off ccl-bench's latency-bound rows (8 B): the time of a hop in a
+// broadcast chain and of a ring allreduce step, taken from the upper half
+// of what they measured, where the model ranks the ring and
+// halving-doubling at 32 KiB as they ran (docs/performance.md,
+// "Selection").
 struct TopologyOptions {
     LinkParams icl{kIclPortGbps, 1.0};
     LinkParams host{10.0, 1.5};

@@ -57,8 +57,8 @@ class Topology {
 public:
     Topology() = default;
 
-    // The host model for `nranks` ranks (DESIGN.md: the default with no
-    // topology given): every pair linked at `host` figures, one ring in rank
+    // The host model for `nranks` ranks (the default with no topology
+    // given, docs/design.md): every pair linked at `host` figures, one ring in rank
     // order — its links share one memory system, so more rings would not
     // add bandwidth. Never fails.
     static Topology flat(int nranks);
