@@ -31,3 +31,14 @@ if [ -n "$module" ]; then
     LD_LIBRARY_PATH="$root/$libdir" PYTHONPATH="$(dirname "$module")" "$python" -c \
         'import nnpccl_torch, torch.distributed as dist; assert dist.Backend("nnpccl") == "nnpccl"'
 fi
+# The Python package likewise, loading the installed library by the path it
+# was given at install time (here moved under the scratch root, so through
+# NNPCCL_LIBRARY).
+package=$(find "$scratch" -path '*/nnpccl/__init__.py')
+if [ -n "$package" ]; then
+    python=$(meson introspect "$build_dir" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="torch_python"][0])')
+    test -f "$(dirname "$package")/_install.py"
+    grep -q "LIBRARY = \"$prefix/$libdir/libnnpccl.so.0\"" "$(dirname "$package")/_install.py"
+    NNPCCL_LIBRARY="$root/$libdir/libnnpccl.so.0" PYTHONPATH="$(dirname "$(dirname "$package")")" "$python" -c \
+        'import nnpccl; assert nnpccl.version() >= 100; assert len(nnpccl.get_unique_id()) == 128'
+fi
