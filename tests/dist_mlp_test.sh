@@ -1,0 +1,30 @@
+#!/bin/sh
+# The seeds' workload: data-parallel training over nnpccl on 2 and 3 ranks
+# (float32 and bfloat16 gradients), checked after every step: the replicas'
+# parameters bit-identical, equal within tolerance to one process training on
+# the global batch, and the loss falling (dist_mlp --check exits non-zero
+# otherwise). On Fashion-MNIST where Debian's dataset-fashion-mnist is
+# installed (CI installs it, and fails without it), else on the synthetic set.
+#   dist_mlp_test.sh DIST_MLP
+set -u
+dist_mlp=$1
+data=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+    if [ "${CI:-}" = true ]; then
+        echo "FAIL: $data is missing; CI=true trains on Fashion-MNIST (tools/install-deps installs dataset-fashion-mnist)" >&2
+        exit 1
+    fi
+    echo "note: $data is missing: training on the synthetic set"
+fi
+failed=0
+for args in "--np 2 --steps 150" "--np 3 --steps 150 --dtype bfloat16"; do
+    # shellcheck disable=SC2086
+    if out=$("$dist_mlp" $args --check 2>&1); then
+        echo "ok: dist_mlp $args --check"
+    else
+        echo "FAILED: dist_mlp $args --check"
+        failed=1
+    fi
+    echo "$out" | sed 's/^/    /'
+done
+exit $failed
