@@ -35,7 +35,10 @@ typedef enum {
     NNPCCL_COLL_ALLTOALL = 8,
     NNPCCL_COLL_SEND = 9,
     NNPCCL_COLL_RECV = 10,
-    NNPCCL_NUM_COLLECTIVES = 11
+    NNPCCL_NUM_COLLECTIVES = 11,
+    /* Not collectives: int-wide, as for nnpccl_datatype_t. */
+    NNPCCL_COLLECTIVE_RESERVED_MIN_ = -2147483647 - 1,
+    NNPCCL_COLLECTIVE_RESERVED_MAX_ = 2147483647
 } nnpccl_collective_t;
 
 /** "allreduce", "reduce_scatter", ...; NULL for a value that is none. */

@@ -313,7 +313,7 @@ size_t count_wrong(const CallShape &s, const void *recv) {
     case NNPCCL_COLL_ALLTOALL: return wrong_blocks(r * s.count);
     case NNPCCL_COLL_SEND: break;
     case NNPCCL_COLL_RECV: return count_wrong_tagged(s.dt, s.root, out, 0, s.count);
-    case NNPCCL_NUM_COLLECTIVES: break;
+    default: break;
     }
     return 0;
 }
@@ -344,7 +344,7 @@ nnpccl_result_t issue(nnpccl_comm_t comm, const CallShape &s, const void *send, 
     case NNPCCL_COLL_ALLTOALL: return nnpccl_alltoall(send, recv, s.count, s.dt, comm);
     case NNPCCL_COLL_SEND: return nnpccl_send(send, s.count, s.dt, s.root, comm);
     case NNPCCL_COLL_RECV: return nnpccl_recv(recv, s.count, s.dt, s.root, comm);
-    case NNPCCL_NUM_COLLECTIVES: break;
+    default: break;
     }
     return NNPCCL_ERR_INTERNAL;
 }
