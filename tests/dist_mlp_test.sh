@@ -4,10 +4,12 @@
 # parameters bit-identical, equal within tolerance to one process training on
 # the global batch, and the loss falling (dist_mlp --check exits non-zero
 # otherwise). On Fashion-MNIST where Debian's dataset-fashion-mnist is
-# installed (CI installs it, and fails without it), else on the synthetic set.
-#   dist_mlp_test.sh DIST_MLP
+# installed (CI installs it, and fails without it), else on the synthetic set;
+# and over MPI (--backend mpi) under mpirun where it was built with Open MPI.
+#   dist_mlp_test.sh DIST_MLP with-mpi|without-mpi
 set -u
 dist_mlp=$1
+with_mpi=$2
 data=/usr/share/datasets/fashion-mnist
 if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
     if [ "${CI:-}" = true ]; then
@@ -27,4 +29,17 @@ for args in "--np 2 --steps 150" "--np 3 --steps 150 --dtype bfloat16"; do
     fi
     echo "$out" | sed 's/^/    /'
 done
+# The same training over MPI_Iallreduce, where the example was built with it.
+if [ "$with_mpi" != with-mpi ]; then
+    echo "note: dist_mlp was built without MPI: --backend mpi not run"
+else
+    if out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+        mpirun -np 2 "$dist_mlp" --backend mpi --steps 100 --check 2>&1); then
+        echo "ok: mpirun -np 2 dist_mlp --backend mpi --check"
+    else
+        echo "FAILED: mpirun -np 2 dist_mlp --backend mpi --check"
+        failed=1
+    fi
+    echo "$out" | sed 's/^/    /'
+fi
 exit $failed

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the build into a scratch prefix and compiles the C smoke program
-# against it the way a user would: the installed header, `pkg-config --cflags
-# --libs nnpccl`, and the installed shared library at run time.
+# and the training example against it the way a user would: the installed
+# header, `pkg-config --cflags --libs nnpccl`, and the installed shared
+# library at run time.
 set -eu
 build_dir=$1
 source_dir=$2
@@ -19,6 +20,19 @@ flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$root" --c
 # shellcheck disable=SC2086
 cc -std=c99 -Wall -Wextra -Werror -pedantic "$source_dir/tests/c_api/allreduce_smoke.c" -o "$scratch/smoke" $flags
 LD_LIBRARY_PATH="$root/$libdir" "$scratch/smoke"
+# The training example, as its users would build it outside this tree
+# (where zlib's and CLI11's headers are installed, as tools/install-deps
+# does), and two ranks of it run against the installed library.
+example="$source_dir/examples/dist_mlp"
+if [ -f /usr/include/zlib.h ] && [ -f /usr/include/CLI/CLI.hpp ]; then
+    # shellcheck disable=SC2086
+    c++ -std=c++17 -O2 -Wall -Wextra -Werror "$example/dist_mlp.cpp" "$example/data.cpp" "$example/model.cpp" \
+        "$example/backend_nnpccl.cpp" -o "$scratch/dist_mlp" $flags -lz
+    LD_LIBRARY_PATH="$root/$libdir" "$scratch/dist_mlp" --np 2 --steps 20 --synthetic --check >/dev/null
+elif [ "${CI:-}" = true ]; then
+    echo "FAIL: zlib's or CLI11's headers are missing; CI=true builds the training example (tools/install-deps installs them)" >&2
+    exit 1
+fi
 # The PyTorch module, where built, lands where its Python reads modules
 # (for prefix /usr/local, that Python's own site directory) and imports
 # from there against the installed library.
