@@ -42,4 +42,17 @@ else
     fi
     echo "$out" | sed 's/^/    /'
 fi
+# tools/scale-training, briefly: its table and plot.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+tools=$(cd "$(dirname "$0")/../tools" && pwd)
+if /usr/bin/python3 "$tools/scale-training" --build "$(dirname "$(dirname "$dist_mlp")")" --ranks 1,2 --rounds 1 \
+    --steps 5 --svg "$scratch/scaling.svg" >"$scratch/table" 2>&1 &&
+    grep -q '^| 2 | bfloat16 | [0-9]' "$scratch/table" && grep -q '<polyline' "$scratch/scaling.svg"; then
+    echo "ok: tools/scale-training"
+else
+    echo "FAILED: tools/scale-training"
+    cat "$scratch/table"
+    failed=1
+fi
 exit $failed
