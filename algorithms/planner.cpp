@@ -52,8 +52,12 @@ Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, co
     std::vector<Prediction> &predictions = considered != nullptr ? *considered : local;
     predictions = predict_all(args, topology, options.costs);
     const Prediction *best = nullptr;
+    const std::string *preferred = options.preferred.pick(args.collective, call_bytes(args));
     for (const Prediction &p : predictions)
-        if (p.applies && (best == nullptr || p.time_us < best->time_us)) best = &p;
+        if (p.applies && preferred != nullptr && *preferred == p.algorithm->name) best = &p;
+    if (best == nullptr)
+        for (const Prediction &p : predictions)
+            if (p.applies && (best == nullptr || p.time_us < best->time_us)) best = &p;
     if (best == nullptr) {
         std::string why = "no algorithm applies to this " + describe_call(args, topology);
         for (const Prediction &p : predictions) why += std::string("; ") + p.algorithm->name + ": " + p.why_not;

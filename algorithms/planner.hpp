@@ -1,5 +1,6 @@
 // The planner: which algorithm serves a call on a topology, and its
-// schedule. NNPCCL_ALGO may force one (algo_override.hpp); otherwise every
+// schedule. NNPCCL_ALGO may force one (algo_override.hpp), and a tuning
+// file prefer one where it applies (tuning_file.hpp); otherwise every
 // registered algorithm that serves and applies to the call is predicted
 // (cost_model.hpp) and the fastest wins, ties going to the one the
 // registry lists first.
@@ -18,6 +19,8 @@ namespace nnpccl {
 
 struct PlanOptions {
     AlgoOverride algo_override; // may be empty
+    // NNPCCL_TUNING_FILE's choices (tuning_file.hpp): used where they apply.
+    AlgoOverride preferred;
     CostInputs costs;
 };
 
@@ -36,7 +39,8 @@ struct Prediction {
 std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &topology, const CostInputs &costs);
 
 // The algorithm a call gets: the override's for this collective and size
-// (call_bytes()) when there is one, else the fastest applicable one. A
+// (call_bytes()) when there is one, else the preferred one where it
+// applies, else the fastest applicable one. A
 // forced algorithm that does not apply, or no algorithm that does, is an
 // invalid usage naming the algorithm and why. `considered`, when given,
 // receives predict_all()'s list (empty when forced).

@@ -185,6 +185,11 @@ Options parse_options(int argc, char **argv) {
                    "forced time over the fastest forced one (the selector's error)")
         ->transform(whole_number(1))
         ->type_name("R");
+    app.add_option("--tune", o.tune_path,
+                   "with --compare (5 rounds if not given): write the fastest algorithm per size\n"
+                   "to FILE, NNPCCL_TUNING_FILE's format, merged with FILE's other collectives;\n"
+                   "jobs that set NNPCCL_TUNING_FILE=FILE then prefer them, reproducibly")
+        ->type_name("FILE");
 
     try {
         app.parse(argc, argv);
@@ -214,6 +219,7 @@ Options parse_options(int argc, char **argv) {
         const std::string forced = o.coll->exchange ? "send:" + algo + ";recv:" + algo : o.coll->name + (":" + algo);
         setenv("NNPCCL_ALGO", forced.c_str(), 1);
     }
+    if (!o.tune_path.empty() && o.compare_rounds == 0) o.compare_rounds = 5;
     if (o.compare_rounds > 0) {
         if (!algo.empty()) usage_error("--compare runs every algorithm: it takes no --algo");
         if (!o.json_path.empty()) usage_error("--compare writes no JSON: drop -J");

@@ -124,7 +124,7 @@ int explain_plans(const ExplainRequest &request) {
                 "injection, %g GB/s\n", e.injection_gbps);
     if (e.tunes)
         std::printf("# on flat the ranks measure the algorithms predicted within 2x of the fastest at each size's "
-                    "first calls and run the fastest measured (NNPCCL_TUNE=0: the model alone)\n");
+                    "first calls and run the fastest measured (NNPCCL_TUNE=1; results may then differ between runs)\n");
     std::printf("#       size         count");
     for (int i = 0; i < count; ++i) std::printf("  %-*s", kCandidateWidth - 2, predictions[static_cast<size_t>(i)].algorithm);
     std::printf("  %-*s  choice\n", kCandidateWidth - 2, "bound");

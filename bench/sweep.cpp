@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "check_data.hpp"
+#include "tune.hpp"
 #include "nnpccl_inspect.h"
 
 namespace nnpccl_bench {
@@ -309,6 +310,7 @@ int Bench::compare() {
     }
     uint64_t wrong_total = 0, oob_total = 0;
     int misses = 0, judged_sizes = 0;
+    std::vector<std::pair<size_t, std::string>> winners; // --tune: bytes, fastest forced; rank 0's
     for (size_t total : totals) {
         const nnpccl_check::CallShape sh = shape(total, false);
         const void *send = nullptr;
@@ -360,6 +362,7 @@ int Bench::compare() {
         // down to empty blocks) moves nothing whichever algorithm plans it:
         // its times differ only by the noise of an empty call.
         const bool judged = total != 0 && choice != selector && fastest != selector;
+        if (total != 0 && fastest != selector) winners.emplace_back(total * elem_, candidates[fastest].name);
         const double ratio = judged ? medians[choice] / medians[fastest] : 0;
         misses += ratio > 1.10;
         judged_sizes += judged;
@@ -382,8 +385,32 @@ int Bench::compare() {
         if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
         std::fflush(stdout);
     }
+    int tune_status = 0;
+    if (!o_.tune_path.empty() && rank_ == 0) {
+        // The topology's name as the library gives it, which the file must match.
+        nnpccl_explanation_t e{};
+        std::vector<nnpccl_prediction_t> predictions(static_cast<size_t>(nnpccl_algorithm_count()));
+        int predicted = 0;
+        const nnpccl_call_t c = describe_call(shape(totals.back(), false), nullptr, nullptr);
+        const char *topo = std::getenv("NNPCCL_TOPO");
+        std::string error;
+        if (nnpccl_explain(topo != nullptr ? topo : "", nranks_, &c, predictions.data(),
+                           static_cast<int>(predictions.size()), &predicted, &e) != NNPCCL_SUCCESS) {
+            error = std::string("naming the topology: ") + nnpccl_get_last_error(nullptr);
+        } else if (write_tuning_file(o_.tune_path, o_.coll->name, nranks_, e.topology, winners,
+                                     "ccl-bench --compare " + std::to_string(o_.compare_rounds) + " -n " +
+                                         std::to_string(o_.iters) + ", " + nnpccl_datatype_name(o_.dt),
+                                     &error)) {
+            std::printf("# wrote the fastest algorithm per size to %s (NNPCCL_TUNING_FILE)\n", o_.tune_path.c_str());
+        }
+        if (!error.empty()) {
+            std::fprintf(stderr, "ccl-bench: --tune %s: %s\n", o_.tune_path.c_str(), error.c_str());
+            tune_status = 1;
+        }
+        std::fflush(stdout);
+    }
     comm_for_turn(selector);
-    return (wrong_total != 0 || oob_total != 0) ? 1 : 0;
+    return (wrong_total != 0 || oob_total != 0) ? 1 : tune_status;
 }
 
 int Bench::run() {

@@ -36,6 +36,7 @@ struct Options {
     std::string json_path;
     bool explain = false; // print the planner's predictions instead of running
     int compare_rounds = 0; // --compare: rounds of every algorithm interleaved, instead of the sweep
+    std::string tune_path;  // --tune: where --compare writes the fastest per size
 };
 
 // Each returns the exit status: 0, or 1 when a value was wrong or written

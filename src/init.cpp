@@ -5,13 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "affinity.hpp"
 #include "comm.hpp"
 #include "log.hpp"
 #include "reduce.hpp"
+#include "tuning_file.hpp"
 #include "emulated/emulated_transport.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "shm/shm_transport.hpp"
@@ -92,36 +96,89 @@ Status place_rank(nnpccl_comm &comm, const JobHosts &hosts, double *ranks_per_co
     return Status::ok();
 }
 
-// What the planner needs from the hosts, the same on every rank: γ, which
-// rank 0 measures (how fast its host reduces, a few ms once per process)
-// and the others take, the most crowded host's ranks per core, and rank 0's
-// NNPCCL_TUNE. Ranks that used figures of their own could choose apart near
-// a crossover and then run different schedules.
-Status agree_on_host_costs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline) {
+// Rank 0's NNPCCL_TUNING_FILE, as one line of the agreement below: "N"
+// for none, "F" and the file's text, or "E" and why it cannot be read.
+std::string tuning_file_entry(const std::string &path) {
+    if (path.empty()) return "N";
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return format("ENNPCCL_TUNING_FILE=%s: cannot open it: %s", path.c_str(), std::strerror(errno));
+    std::string text;
+    char buf[4096];
+    size_t n;
+    // A tuning file holds a few lines per collective; a bound keeps a wrong
+    // path (a large file) from being sent to every rank.
+    constexpr size_t kMaxTuningFileBytes = 1 << 20;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= kMaxTuningFileBytes) text.append(buf, n);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return format("ENNPCCL_TUNING_FILE=%s: cannot read it", path.c_str());
+    if (text.size() > kMaxTuningFileBytes)
+        return format("ENNPCCL_TUNING_FILE=%s: larger than %zu bytes, which no tuning file is", path.c_str(),
+                      kMaxTuningFileBytes);
+    return "F" + text;
+}
+
+// The tuning file's choices, from rank 0's entry; none (with a warning)
+// where it was measured for another job size or topology.
+Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
+    if (entry.empty() || entry[0] == 'N') return Status::ok();
+    if (entry[0] == 'E') return invalid_argument("%.*s", static_cast<int>(entry.size() - 1), entry.data() + 1);
+    const std::string source = "NNPCCL_TUNING_FILE=" + comm.settings.planning.tuning_file + " (rank 0's)";
+    TuningFile file;
+    NNPCCL_TRY(parse_tuning_file(entry.substr(1), source, &file));
+    if (file.nranks != comm.nranks || file.topology != comm.topology.name()) {
+        if (comm.rank == 0)
+            LOG_WARN("%s was measured for %d ranks on %s, not %d on %s: the model chooses", source.c_str(),
+                     file.nranks, file.topology.c_str(), comm.nranks, comm.topology.name().c_str());
+        return Status::ok();
+    }
+    comm.selector->prefer(std::make_shared<const AlgoOverride>(std::move(file.choices)));
+    return Status::ok();
+}
+
+// What the planner needs from the hosts, the same on every rank: the most
+// crowded host's ranks per core, rank 0's NNPCCL_TUNE and, only where that
+// is 1, γ as rank 0 measures it (how fast its host reduces, a few ms once
+// per process); and rank 0's tuning file. Ranks that used figures or files
+// of their own could choose apart near a crossover and then run different
+// schedules. Without NNPCCL_TUNE=1 γ is the model's fixed default
+// (CostInputs), not a measurement: a measured figure moves from run to run,
+// and a choice that moved with it would change the order of a sum, so the
+// same job would give different bits (docs/design.md, "Reproducible
+// results"). Makes the selector.
+Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline) {
     std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
     if (comm.rank == 0) {
-        for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
-        mine += comm.settings.tuning.enabled ? "1" : "0";
+        mine += comm.settings.tuning.enabled ? "1 " : "0 ";
+        if (comm.settings.tuning.enabled)
+            for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
+        mine += "\n" + tuning_file_entry(comm.settings.planning.tuning_file);
     }
     std::vector<std::string> all;
     NNPCCL_TRY(comm.bootstrap->allgather(mine, deadline, &all));
     CostInputs &costs = comm.facts.costs;
     costs.host_ranks_per_core = 1;
-    const char *text = nullptr; // rank 0's reduction speeds, after its ranks per core
-    for (const std::string &entry : all) {
-        char *end = nullptr;
-        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, std::strtod(entry.c_str(), &end));
-        if (text == nullptr) text = end;
-    }
-    for (double &v : costs.host_reduce_us_per_byte) {
-        char *end = nullptr;
-        v = std::strtod(text, &end);
-        if (end == text || !(v >= 0))
-            return internal_error("rank 0's reduction speeds '%s' do not parse", all[0].c_str());
-        text = end;
-    }
-    comm.settings.tuning.enabled = std::strtol(text, nullptr, 10) == 1;
-    return Status::ok();
+    for (const std::string &entry : all)
+        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, std::strtod(entry.c_str(), nullptr));
+    const std::string &root = all[0];
+    const size_t newline = root.find('\n');
+    if (newline == std::string::npos) return internal_error("rank 0's planning inputs have no tuning-file line");
+    const std::string numbers = root.substr(0, newline);
+    char *end = nullptr;
+    std::strtod(numbers.c_str(), &end); // rank 0's ranks per core, taken above
+    const char *text = end;
+    comm.settings.tuning.enabled = std::strtol(text, &end, 10) == 1;
+    text = end;
+    if (comm.settings.tuning.enabled)
+        for (double &v : costs.host_reduce_us_per_byte) {
+            v = std::strtod(text, &end);
+            if (end == text || !(v >= 0))
+                return internal_error("rank 0's reduction speeds '%s' do not parse", numbers.c_str());
+            text = end;
+        }
+    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs,
+                                               comm.settings.tuning.enabled, comm.configured_algorithms);
+    return take_tuning_file(comm, std::string_view(root).substr(newline + 1));
 }
 
 // The machine model every plan is made on.
@@ -216,9 +273,7 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     double ranks_per_core = 1;
     NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
     NNPCCL_TRY(load_machine(comm));
-    NNPCCL_TRY(agree_on_host_costs(comm, ranks_per_core, deadline));
-    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs,
-                                               comm.settings.tuning.enabled, comm.configured_algorithms);
+    NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline));
     NNPCCL_TRY(open_transports(comm, hosts, deadline));
     if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm));
     start_engine(comm);

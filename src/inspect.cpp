@@ -2,13 +2,16 @@
 // figures, read through the same Selector the communicator plans with.
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "api_support.hpp"
 #include "dtype.hpp"
 #include "host.hpp"
 #include "nnpccl_inspect.h"
 #include "reduce.hpp"
+#include "tuning_file.hpp"
 
 using namespace nnpccl;
 
@@ -67,12 +70,30 @@ Status check_root(const Call &call, int nranks) {
     return Status::ok();
 }
 
+// The choices of NNPCCL_TUNING_FILE, where it was measured for this job
+// size and topology, as a communicator would take them.
+Status prefer_tuning_file(const std::string &path, const Topology &topology, Selector *selector) {
+    if (path.empty()) return Status::ok();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return invalid_argument("NNPCCL_TUNING_FILE=%s: cannot open it", path.c_str());
+    std::ostringstream text;
+    text << in.rdbuf();
+    TuningFile file;
+    NNPCCL_TRY(parse_tuning_file(text.str(), "NNPCCL_TUNING_FILE=" + path, &file));
+    if (file.nranks == topology.nranks() && file.topology == topology.name())
+        selector->prefer(std::make_shared<const AlgoOverride>(std::move(file.choices)));
+    return Status::ok();
+}
+
 // The cost inputs a job of `nranks` ranks on this host would agree on:
-// this host's reduction speed, and its ranks per core.
-CostInputs host_costs(int nranks) {
+// its ranks per core and, with NNPCCL_TUNE=1, this host's measured
+// reduction speed (else the model's fixed figures, as init.cpp explains).
+CostInputs host_costs(int nranks, bool tune) {
     CostInputs costs;
-    const HostReduceSpeed &speed = host_reduce_speed();
-    std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), costs.host_reduce_us_per_byte);
+    if (tune) {
+        const HostReduceSpeed &speed = host_reduce_speed();
+        std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), costs.host_reduce_us_per_byte);
+    }
     HostInfo host;
     if (discover_host(&host) && host.cores > 0)
         costs.host_ranks_per_core = std::max(1.0, static_cast<double>(nranks) / host.cores);
@@ -102,7 +123,9 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     complete_call(&call, 0, topology.nranks(), settings.planning.chunk_bytes);
     if (no_buffers) call.in_place = false;
 
-    const Selector selector(topology, 0, host_costs(topology.nranks()), settings.tuning.enabled, forced);
+    Selector selector(topology, 0, host_costs(topology.nranks(), settings.tuning.enabled), settings.tuning.enabled,
+                      forced);
+    NNPCCL_TRY(prefer_tuning_file(settings.planning.tuning_file, topology, &selector));
     const Explanation e = selector.explain(call);
     *out = nnpccl_explanation_t{};
     copy_text(out->topology, topology.name());

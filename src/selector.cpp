@@ -22,9 +22,12 @@ std::string list_predictions(const std::vector<Prediction> &predictions, bool wi
 }
 
 // INFO: which algorithm a call got and what the others would have taken.
-void log_plan(const CollectiveArgs &args, const Schedule &chosen, const std::vector<Prediction> &considered) {
+void log_plan(const CollectiveArgs &args, const Schedule &chosen, const std::vector<Prediction> &considered,
+              bool from_tuning_file) {
     LOG_INFO("%s of %zu bytes: %s%s%s", collective_name(args.collective), call_bytes(args), chosen.algorithm.c_str(),
-             considered.empty() ? " (forced by NNPCCL_ALGO)" : "; predicted: ",
+             considered.empty()   ? " (forced by NNPCCL_ALGO)"
+             : from_tuning_file ? " (NNPCCL_TUNING_FILE's); predicted: "
+                                : "; predicted: ",
              list_predictions(considered, true).c_str());
 }
 
@@ -55,6 +58,7 @@ Selector::Selector(const Topology &topology, int rank, const CostInputs &costs, 
 PlanOptions Selector::plan_options() const {
     PlanOptions options;
     if (forced_ != nullptr) options.algo_override = *forced_;
+    if (preferred_ != nullptr) options.preferred = *preferred_;
     options.costs = costs_;
     return options;
 }
@@ -66,11 +70,12 @@ const std::string *Selector::forced_name(const CollectiveArgs &args) const {
 // Measured tuning needs a choice to make and a machine to measure it on:
 // a collective with several algorithms, more than one rank, the host itself
 // rather than a simulated machine (whose speed this host's timings do not
-// show), and nothing forced.
+// show), and nothing forced or fixed by a tuning file.
 bool Selector::may_tune(const CollectiveArgs &args) const {
     if (!tune_ || args.nranks <= 1 || is_point_to_point(args.collective) || args.collective == Collective::Barrier ||
         topology_.machine().shape() != Shape::Flat)
         return false;
+    if (preferred_ != nullptr && preferred_->pick(args.collective, call_bytes(args)) != nullptr) return false;
     return forced_name(args) == nullptr;
 }
 
@@ -114,7 +119,11 @@ Status Selector::model_schedule(const CollectiveArgs &args, std::shared_ptr<cons
                          logged_.insert({static_cast<int>(args.collective), size_class(call_bytes(args))}).second;
         std::vector<Prediction> considered;
         NNPCCL_TRY(plan_schedule(args, topology_, plan_options(), &schedule, log ? &considered : nullptr));
-        if (log) log_plan(args, *schedule, considered);
+        if (log) {
+            const std::string *preferred =
+                preferred_ != nullptr ? preferred_->pick(args.collective, call_bytes(args)) : nullptr;
+            log_plan(args, *schedule, considered, preferred != nullptr && *preferred == schedule->algorithm);
+        }
         cache_.insert(key, schedule);
     }
     *out = std::move(schedule);

@@ -85,6 +85,9 @@ public:
     // Replaces the forced algorithms between calls, on every rank alike.
     void force(std::shared_ptr<const AlgoOverride> rules) { forced_ = std::move(rules); }
     const std::shared_ptr<const AlgoOverride> &forced() const { return forced_; }
+    // The tuning file's choices (algorithms/tuning_file.hpp), set once at
+    // init, before any call: preferred to the model and to measuring.
+    void prefer(std::shared_ptr<const AlgoOverride> rules) { preferred_ = std::move(rules); }
     const CostInputs &costs() const { return costs_; }
 
 private:
@@ -99,6 +102,7 @@ private:
     CostInputs costs_;
     bool tune_;
     std::shared_ptr<const AlgoOverride> forced_;
+    std::shared_ptr<const AlgoOverride> preferred_;
     Tuner tuner_; // the issuing thread's
 
     // Schedules are planned by the issuing thread and, for calls the tuner

@@ -65,7 +65,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     int emulate = 0;
     NNPCCL_TRY(env_int("NNPCCL_EMULATE_LINKS", 0, 1, &emulate));
     s.emulation.links = emulate == 1;
-    int tune = 1;
+    int tune = 0; // opt-in: measured choices are not reproducible (docs/design.md)
     NNPCCL_TRY(env_int("NNPCCL_TUNE", 0, 1, &tune));
     s.tuning.enabled = tune == 1;
     std::string scale = env_string("NNPCCL_EMULATE_SCALE");
@@ -76,6 +76,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
             return invalid_argument("NNPCCL_EMULATE_SCALE=%s is not a number from 0.001 to 1e6", scale.c_str());
     }
     s.planning.algorithms = env_string("NNPCCL_ALGO");
+    s.planning.tuning_file = env_string("NNPCCL_TUNING_FILE");
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {
         auto bytes = parse_size(chunk);

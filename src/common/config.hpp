@@ -31,9 +31,11 @@ struct PlanningOptions {
     // names where it came from, for its error messages.
     std::string algorithms;
     std::string algorithms_source = "NNPCCL_ALGO";
+    // NNPCCL_TUNING_FILE: a path (algorithms/tuning_file.hpp); rank 0's counts.
+    std::string tuning_file;
 };
 struct TuningOptions {
-    bool enabled = true; // NNPCCL_TUNE=0: no measured tuning (src/tuner.hpp); rank 0's counts
+    bool enabled = false; // NNPCCL_TUNE=1: measured tuning (src/tuner.hpp); rank 0's counts
 };
 struct LinkEmulation {
     bool links = false; // NNPCCL_EMULATE_LINKS=1: pace traffic to the topology's links

@@ -124,13 +124,16 @@ int rank_zero_says_no(int rank, int nranks, const nnpccl_unique_id_t &id) {
 
 TEST_CASE("calls during and right after the tuner's trials are bit-exact, and every rank decides alike",
           "[mp][tuning]") {
-    unsetenv("NNPCCL_TUNE");
+    setenv("NNPCCL_TUNE", "1", 1);
     unsetenv("NNPCCL_TOPO");
     unsetenv("NNPCCL_ALGO");
     CHECK(run_local_ranks(4, through_the_trials) == 0);
     CHECK(run_local_ranks(3, through_the_trials) == 0);
+    unsetenv("NNPCCL_TUNE");
 }
 
 TEST_CASE("rank 0's NNPCCL_TUNE=0 turns measuring off on every rank", "[mp][tuning]") {
+    setenv("NNPCCL_TUNE", "1", 1);
     CHECK(run_local_ranks(3, rank_zero_says_no) == 0);
+    unsetenv("NNPCCL_TUNE");
 }
