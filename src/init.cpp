@@ -96,8 +96,9 @@ Status place_rank(nnpccl_comm &comm, const JobHosts &hosts, double *ranks_per_co
     return Status::ok();
 }
 
-// Rank 0's NNPCCL_TUNING_FILE, as one line of the agreement below: "N"
-// for none, "F" and the file's text, or "E" and why it cannot be read.
+// Rank 0's NNPCCL_TUNING_FILE, as the last part of the agreement below:
+// "N" for none, "F", its path, a newline and its text, or "E" and why it
+// cannot be read.
 std::string tuning_file_entry(const std::string &path) {
     if (path.empty()) return "N";
     std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -105,9 +106,10 @@ std::string tuning_file_entry(const std::string &path) {
     std::string text;
     char buf[4096];
     size_t n;
-    // A tuning file holds a few lines per collective; a bound keeps a wrong
-    // path (a large file) from being sent to every rank.
-    constexpr size_t kMaxTuningFileBytes = 1 << 20;
+    // A tuning file holds a line per collective; the bound keeps it within
+    // one bootstrap message (kMaxRankPayload) and a wrong path (a large
+    // file) from being sent to every rank.
+    constexpr size_t kMaxTuningFileBytes = 32 * 1024;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= kMaxTuningFileBytes) text.append(buf, n);
     const bool failed = std::ferror(f) != 0;
     std::fclose(f);
@@ -115,7 +117,7 @@ std::string tuning_file_entry(const std::string &path) {
     if (text.size() > kMaxTuningFileBytes)
         return format("ENNPCCL_TUNING_FILE=%s: larger than %zu bytes, which no tuning file is", path.c_str(),
                       kMaxTuningFileBytes);
-    return "F" + text;
+    return "F" + path + "\n" + text;
 }
 
 // The tuning file's choices, from rank 0's entry; none (with a warning)
@@ -123,9 +125,11 @@ std::string tuning_file_entry(const std::string &path) {
 Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
     if (entry.empty() || entry[0] == 'N') return Status::ok();
     if (entry[0] == 'E') return invalid_argument("%.*s", static_cast<int>(entry.size() - 1), entry.data() + 1);
-    const std::string source = "NNPCCL_TUNING_FILE=" + comm.settings.planning.tuning_file + " (rank 0's)";
+    const size_t newline = entry.find('\n');
+    if (newline == std::string_view::npos) return internal_error("rank 0's tuning file entry has no path");
+    const std::string source = "NNPCCL_TUNING_FILE=" + std::string(entry.substr(1, newline - 1)) + " (rank 0's)";
     TuningFile file;
-    NNPCCL_TRY(parse_tuning_file(entry.substr(1), source, &file));
+    NNPCCL_TRY(parse_tuning_file(entry.substr(newline + 1), source, &file));
     if (file.nranks != comm.nranks || file.topology != comm.topology.name()) {
         if (comm.rank == 0)
             LOG_WARN("%s was measured for %d ranks on %s, not %d on %s: the model chooses", source.c_str(),
