@@ -37,7 +37,8 @@ Status parse_tuning_file(std::string_view text, std::string_view source, TuningF
     }
     if (out->nranks == 0 || out->topology.empty())
         return invalid_argument("%.*s: the file names no %s (a tuning file holds 'nranks N' and 'topology NAME')",
-                                static_cast<int>(source.size()), source.data(), out->nranks == 0 ? "nranks" : "topology");
+                                static_cast<int>(source.size()), source.data(),
+                                out->nranks == 0 ? "nranks" : "topology");
     return out->choices.parse(rules, source);
 }
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "check_data.hpp"
-#include "tune.hpp"
 #include "nnpccl_inspect.h"
+#include "tune.hpp"
 
 namespace nnpccl_bench {
 

@@ -33,9 +33,9 @@ std::string choices_line(const std::string &collective, const std::vector<std::p
 
 } // namespace
 
-bool write_tuning_file(const std::string &path, const std::string &collective, int nranks,
-                       const std::string &topology, const std::vector<std::pair<size_t, std::string>> &winners,
-                       const std::string &how, std::string *error) {
+bool write_tuning_file(const std::string &path, const std::string &collective, int nranks, const std::string &topology,
+                       const std::vector<std::pair<size_t, std::string>> &winners, const std::string &how,
+                       std::string *error) {
     if (winners.empty()) {
         *error = "no size was measured, so there is nothing to write";
         return false;

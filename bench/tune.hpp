@@ -15,8 +15,8 @@ namespace nnpccl_bench {
 // increasing size, each measured size in bytes and its fastest algorithm;
 // each covers the sizes from it up to the next, the first from 0 and the
 // last to any size. False, with a message, when the file cannot be used.
-bool write_tuning_file(const std::string &path, const std::string &collective, int nranks,
-                       const std::string &topology, const std::vector<std::pair<size_t, std::string>> &winners,
-                       const std::string &how, std::string *error);
+bool write_tuning_file(const std::string &path, const std::string &collective, int nranks, const std::string &topology,
+                       const std::vector<std::pair<size_t, std::string>> &winners, const std::string &how,
+                       std::string *error);
 
 } // namespace nnpccl_bench

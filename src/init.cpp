@@ -13,12 +13,12 @@
 
 #include "affinity.hpp"
 #include "comm.hpp"
-#include "log.hpp"
-#include "reduce.hpp"
-#include "tuning_file.hpp"
 #include "emulated/emulated_transport.hpp"
+#include "log.hpp"
 #include "ofi/ofi_transport.hpp"
+#include "reduce.hpp"
 #include "shm/shm_transport.hpp"
+#include "tuning_file.hpp"
 
 using namespace nnpccl;
 
@@ -132,8 +132,8 @@ Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
     NNPCCL_TRY(parse_tuning_file(entry.substr(newline + 1), source, &file));
     if (file.nranks != comm.nranks || file.topology != comm.topology.name()) {
         if (comm.rank == 0)
-            LOG_WARN("%s was measured for %d ranks on %s, not %d on %s: the model chooses", source.c_str(),
-                     file.nranks, file.topology.c_str(), comm.nranks, comm.topology.name().c_str());
+            LOG_WARN("%s was measured for %d ranks on %s, not %d on %s: the model chooses", source.c_str(), file.nranks,
+                     file.topology.c_str(), comm.nranks, comm.topology.name().c_str());
         return Status::ok();
     }
     comm.selector->prefer(std::make_shared<const AlgoOverride>(std::move(file.choices)));
@@ -180,8 +180,8 @@ Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, con
                 return internal_error("rank 0's reduction speeds '%s' do not parse", numbers.c_str());
             text = end;
         }
-    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs,
-                                               comm.settings.tuning.enabled, comm.configured_algorithms);
+    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs, comm.settings.tuning.enabled,
+                                               comm.configured_algorithms);
     return take_tuning_file(comm, std::string_view(root).substr(newline + 1));
 }
 

@@ -25,7 +25,7 @@ std::string list_predictions(const std::vector<Prediction> &predictions, bool wi
 void log_plan(const CollectiveArgs &args, const Schedule &chosen, const std::vector<Prediction> &considered,
               bool from_tuning_file) {
     LOG_INFO("%s of %zu bytes: %s%s%s", collective_name(args.collective), call_bytes(args), chosen.algorithm.c_str(),
-             considered.empty()   ? " (forced by NNPCCL_ALGO)"
+             considered.empty() ? " (forced by NNPCCL_ALGO)"
              : from_tuning_file ? " (NNPCCL_TUNING_FILE's); predicted: "
                                 : "; predicted: ",
              list_predictions(considered, true).c_str());
