@@ -20,6 +20,11 @@ namespace {
 // A connection that has not said a valid hello within this time is dropped,
 // so a silent port scanner cannot hold a slot.
 constexpr int kHelloGraceSec = 10;
+// At most this many connections wait for their hello at once; a newer one
+// evicts the oldest. A rank says hello as soon as it connects, so under a
+// flood of silent connections the oldest waiting one is a stranger, and
+// the root's descriptors and memory stay bounded.
+constexpr int kMaxConnectionsBeforeHello = 128;
 
 struct Peer {
     int fd = -1;
@@ -62,6 +67,7 @@ private:
     std::vector<bool> rank_taken_;
     std::vector<Peer> peers_;
     bool failed_ = false;
+    long evicted_ = 0; // connections dropped for kMaxConnectionsBeforeHello
 };
 
 int RootServer::joined_count() const {
@@ -88,7 +94,9 @@ void RootServer::fail_job(const std::string &why, nnpccl_result_t code) {
 }
 
 void RootServer::accept_new() {
-    while (true) {
+    // A burst at a time, so that closed connections are forgotten (in run())
+    // before more are taken.
+    for (int burst = 0; burst < kMaxConnectionsBeforeHello; ++burst) {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -101,6 +109,22 @@ void RootServer::accept_new() {
         p.peer_name = a.to_string();
         p.accepted = Clock::now();
         peers_.push_back(std::move(p));
+        int waiting = 0;
+        Peer *oldest = nullptr;
+        for (Peer &q : peers_)
+            if (q.fd >= 0 && q.rank < 0 && !q.closing) {
+                ++waiting;
+                if (oldest == nullptr) oldest = &q;
+            }
+        if (waiting > kMaxConnectionsBeforeHello) {
+            // Warned once: a flood would otherwise flood the log too.
+            if (evicted_++ == 0)
+                drop(*oldest, format("%d connections are waiting to say hello, the most kept; later evictions "
+                                     "are silent", kMaxConnectionsBeforeHello)
+                                  .c_str());
+            else
+                close_fd(oldest->fd);
+        }
     }
 }
 

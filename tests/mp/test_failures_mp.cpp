@@ -231,3 +231,45 @@ TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][boo
     CHECK(strays.size() == 5);
     CHECK(status == 0);
 }
+
+TEST_CASE("a flood of silent connections to the rendezvous root is bounded and does not stop the job",
+          "[mp][bootstrap]") {
+    // 400 connections that never say hello reach the root before the ranks
+    // join: it keeps at most 128 of them waiting, evicting the oldest, so
+    // at least 272 see the root close them, and the ranks still form the job.
+    constexpr int kFlood = 400, kKept = 128;
+    std::vector<int> strays;
+    auto flood = [&strays](const nnpccl_unique_id_t &id) {
+        nnpccl::UniqueId decoded;
+        if (!nnpccl::decode_unique_id(id, &decoded).is_ok()) return;
+        for (int i = 0; i < kFlood; ++i) {
+            int fd = socket(decoded.root.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0) return;
+            if (connect(fd, reinterpret_cast<const sockaddr *>(&decoded.root.storage), decoded.root.length) != 0) {
+                close(fd);
+                return;
+            }
+            strays.push_back(fd);
+        }
+    };
+    int status = run_local_ranks(
+        2,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = join(rank, nranks, id, 20);
+            if (comm == nullptr) return 1;
+            int32_t mine = rank + 1, sum = 0;
+            int failures = nnpccl_allreduce(&mine, &sum, 1, NNPCCL_INT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS || sum != 3;
+            failures += nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS;
+            return failures;
+        },
+        true, nullptr, flood);
+    int closed_by_root = 0;
+    for (int fd : strays) {
+        char byte;
+        closed_by_root += recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
+        close(fd);
+    }
+    CHECK(strays.size() == static_cast<size_t>(kFlood));
+    CHECK(closed_by_root >= kFlood - kKept);
+    CHECK(status == 0);
+}
