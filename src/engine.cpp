@@ -91,9 +91,7 @@ void Engine::finish_pending_sends() {
             }
             if (now - last_check >= kLivenessPeriod) {
                 last_check = now;
-                Status peers = job_check_ ? job_check_() : Status::ok();
-                for (Transport *t : transports_)
-                    if (peers) peers = t->check_peers();
+                Status peers = check_peers();
                 if (peers && now - last_event >= std::chrono::seconds(timeout_sec_))
                     peers = timeout_error("the last messages of this rank's operations have not left for %d s "
                                           "(NNPCCL_TIMEOUT)",
@@ -181,7 +179,7 @@ void Engine::fail_locked_queue(const Status &why) {
         }
         doomed.swap(queue_);
     }
-    for (Transport *t : transports_) t->announce_abort(why.code());
+    for (Transport *t : transports_) t->announce_abort(failure());
     // The doomed operations' callers may free their buffers once told.
     for (Transport *t : transports_) t->forget_caller_memory();
     if (first && failure_hook_) failure_hook_(why);
@@ -199,7 +197,7 @@ void Engine::abort(const Status &why) {
             first = true;
         }
     }
-    for (Transport *t : transports_) t->announce_abort(why.code());
+    for (Transport *t : transports_) t->announce_abort(failure());
     if (first && failure_hook_) failure_hook_(why);
     // With nobody driving, fail the queue here. Otherwise leave it to the
     // driver, which checks failed_ on every turn (at most a sleep slice
@@ -209,6 +207,14 @@ void Engine::abort(const Status &why) {
     std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
     if (driving.owns_lock()) fail_locked_queue(why);
     queue_changed_.notify_all();
+}
+
+// The transports first: where one sees a peer's death directly (shm's
+// process handles) it names it more precisely than the bootstrap can.
+Status Engine::check_peers() {
+    for (Transport *t : transports_)
+        if (Status peers = t->check_peers(); !peers) return peers;
+    return job_check_ ? job_check_() : Status::ok();
 }
 
 uint64_t Engine::event_count() const {
@@ -221,17 +227,23 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
     auto now = Clock::now();
     if (now - last_check >= kLivenessPeriod) {
         last_check = now;
-        Status peers = job_check_ ? job_check_() : Status::ok();
-        for (Transport *t : transports_)
-            if (peers) peers = t->check_peers();
+        Status peers = check_peers();
         if (!peers) {
             fail_locked_queue(Status(peers.code(), op.description + ": " + peers.message()));
             return false;
         }
         if (now - idle_since >= std::chrono::seconds(timeout_sec_)) {
-            fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s",
+            // The peer this rank waits on may itself be waiting on the one
+            // at fault; a peer that has stopped showing signs of life names it.
+            const auto quiet = std::min<std::chrono::milliseconds>(std::chrono::seconds(1),
+                                                                   std::chrono::milliseconds(timeout_sec_ * 500));
+            std::string silent;
+            for (Transport *t : transports_)
+                if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
+            fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s",
                                             op.description.c_str(), timeout_sec_,
-                                            op.run != nullptr ? op.run->blocked_on().c_str() : "its turn"));
+                                            op.run != nullptr ? op.run->blocked_on().c_str() : "its turn",
+                                            silent.empty() ? "" : "; ", silent.c_str()));
             return false;
         }
     }

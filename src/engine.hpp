@@ -130,6 +130,8 @@ private:
 
     std::vector<Transport *> transports_;
     std::function<Status()> job_check_;
+    // The peers' liveness, as the transports and the bootstrap see it.
+    Status check_peers();
     std::function<void(const Status &)> failure_hook_;
     int timeout_sec_;
     int spin_us_;

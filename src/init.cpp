@@ -55,16 +55,24 @@ const char *transport_mode_name(TransportMode mode) {
 // ranks must agree on the mode, since transports are set up collectively.
 Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
     const std::string mode = transport_mode_name(comm.settings.transport);
+    // "MODE R|- HOST": R where this rank's process hosts the rendezvous root.
+    const std::string mine_said = mode + (comm.bootstrap->process_hosts_root() ? " R " : " - ") + host_identity();
     std::vector<std::string> said;
-    NNPCCL_TRY(comm.bootstrap->allgather(mode + " " + host_identity(), deadline, &said));
+    NNPCCL_TRY(comm.bootstrap->allgather(mine_said, deadline, &said));
+    int root_host = -1;
     for (int r = 0; r < comm.nranks; ++r) {
         const std::string &entry = said[static_cast<size_t>(r)];
-        const std::string mode_r = entry.substr(0, entry.find(' '));
+        const size_t space = entry.find(' ');
+        const std::string mode_r = entry.substr(0, space);
         if (mode_r != mode)
             return invalid_usage("rank %d has NNPCCL_TRANSPORT=%s but rank %d has %s; every rank needs the same",
                                  comm.rank, mode.c_str(), r, mode_r.c_str());
-        out->host.push_back(entry.substr(entry.find(' ') + 1));
+        if (space == std::string::npos || entry.size() < space + 3)
+            return internal_error("rank %d's host entry '%s' is malformed", r, entry.c_str());
+        if (entry[space + 1] == 'R' && root_host < 0) root_host = r;
+        out->host.push_back(entry.substr(space + 3));
     }
+    comm.bootstrap->set_root_host(root_host);
     const std::string &mine = out->host[static_cast<size_t>(comm.rank)];
     for (int r = 0; r < comm.nranks; ++r) {
         const std::string &host_r = out->host[static_cast<size_t>(r)];

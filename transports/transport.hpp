@@ -8,8 +8,10 @@
 // progress; implementations need no locking of their own for them.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "deadline.hpp"
 #include "status.hpp"
@@ -68,10 +70,18 @@ public:
     virtual void wait_for_event(uint64_t seen, int timeout_ms) = 0;
 
     // NNPCCL_ERR_REMOTE naming the peer when a peer has died or aborted.
+    // The engine calls it only while it waits, and every call is also this
+    // rank's sign of life for the peers' silent_peers().
     virtual Status check_peers() = 0;
-    // Tells every peer this rank is failing, and with which result, so they
-    // stop waiting for it and fail alike.
-    virtual void announce_abort(nnpccl_result_t why) = 0;
+    // Peers that have given no sign of life (no check_peers() call) for
+    // `quiet` or longer, for a timeout's message: a stopped or hung process,
+    // or one that has not called the library; "" when none, or where the
+    // transport cannot tell.
+    virtual std::string silent_peers(std::chrono::milliseconds /*quiet*/) const { return ""; }
+    // Tells every peer this rank is failing, and why (its result and, where
+    // the transport can carry it, its message), so they stop waiting for it
+    // and fail alike.
+    virtual void announce_abort(const Status &why) = 0;
 
     // True while committed messages still need this rank's progress calls
     // to leave (a provider with manual progress, messages held back by link

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "bootstrap_root.hpp"
 #include "log.hpp"
 
 namespace nnpccl {
@@ -24,24 +25,33 @@ Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline 
         close_fd(fd);
         return st;
     }
-    out->reset(new Bootstrap(fd, rank, nranks, id.root.to_string(), stop));
+    out->reset(new Bootstrap(fd, rank, nranks, id.root.to_string(), stop, process_hosts_bootstrap_root(id.secret)));
     LOG_TRACE("joined the bootstrap root at %s as rank %d of %d", id.root.to_string().c_str(), rank, nranks);
     return Status::ok();
 }
 
 Bootstrap::~Bootstrap() { close_fd(fd_); }
 
+Status Bootstrap::root_host_lost() const {
+    if (root_host_ < 0 || root_host_ == rank_) return Status::ok();
+    return remote_error("rank %d, whose process hosted the job's rendezvous root at %s, has gone: the root's "
+                        "connection closed (the rank died, or left the job)",
+                        root_host_, root_name_.c_str());
+}
+
 Status Bootstrap::check_job() {
-    if (root_gone_ || fd_ < 0) return Status::ok();
+    if (root_gone_) return root_host_lost();
+    if (fd_ < 0) return Status::ok();
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 0) != 1) return Status::ok();
     FrameHeader h{};
     ssize_t n = recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         root_gone_ = true;
-        LOG_INFO("the bootstrap root at %s has gone away; peers' failures are now seen only by the transports",
-                 root_name_.c_str());
-        return Status::ok();
+        if (root_host_ < 0)
+            LOG_INFO("the bootstrap root at %s has gone away; peers' failures are now seen only by the transports",
+                     root_name_.c_str());
+        return root_host_lost();
     }
     if (n < static_cast<ssize_t>(sizeof h)) return Status::ok(); // the rest is on its way
     Deadline soon = Deadline::after_seconds(1);

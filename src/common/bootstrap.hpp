@@ -30,10 +30,16 @@ public:
     Status barrier(const Deadline &deadline);
 
     // Without waiting: NNPCCL_ERR_REMOTE when the root has reported a rank
-    // dead or aborted. A root that has gone away is not an error by itself
-    // (its process may simply have finished); transports and deadlines
-    // cover that case.
+    // dead or aborted, or when the root has gone away and its process was a
+    // rank's (set_root_host): that rank is gone. A root that was not a
+    // rank's is not missed (its process may simply have finished);
+    // transports and deadlines cover that case.
     Status check_job();
+    // Whether this process started the job's root (process_hosts_bootstrap_root).
+    bool process_hosts_root() const { return hosts_root_; }
+    // The rank whose process hosts the root (-1: none), as the ranks agreed
+    // at init; set before any thread calls check_job().
+    void set_root_host(int rank) { root_host_ = rank; }
     // Tells the root, which tells every rank, that this rank's communicator failed and why.
     void report_failure(const Status &why);
     // Tells the root this rank leaves cleanly (before destroy closes the connection).
@@ -44,8 +50,10 @@ public:
     const std::string &root_name() const { return root_name_; }
 
 private:
-    Bootstrap(int fd, int rank, int nranks, std::string root_name, const StopSignal *stop)
-        : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)), stop_(stop) {}
+    Bootstrap(int fd, int rank, int nranks, std::string root_name, const StopSignal *stop, bool hosts_root)
+        : fd_(fd), rank_(rank), nranks_(nranks), root_name_(std::move(root_name)), stop_(stop),
+          hosts_root_(hosts_root) {}
+    Status root_host_lost() const;
     int fd_;
     // Set by whichever thread first hears the root close; read by all.
     std::atomic<bool> root_gone_{false};
@@ -53,6 +61,8 @@ private:
     int nranks_;
     std::string root_name_;
     const StopSignal *stop_;
+    bool hosts_root_;
+    int root_host_ = -1;
 };
 
 } // namespace nnpccl

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -297,7 +298,19 @@ void RootServer::run() {
     LOG_TRACE("bootstrap root: finished");
 }
 
+// The roots this process started: their secrets and the starting pid (a
+// forked child inherits the list but not the threads).
+std::mutex started_roots_mutex;
+std::vector<std::pair<JobSecret, pid_t>> started_roots;
+
 } // namespace
+
+bool process_hosts_bootstrap_root(const JobSecret &secret) {
+    std::lock_guard<std::mutex> lock(started_roots_mutex);
+    for (const auto &[s, pid] : started_roots)
+        if (pid == getpid() && secrets_equal(s, secret)) return true;
+    return false;
+}
 
 Status start_bootstrap_root(const SockAddr &bind_addr, const JobSecret &secret, int join_timeout_sec,
                             SockAddr *bound) {
@@ -310,6 +323,8 @@ Status start_bootstrap_root(const SockAddr &bind_addr, const JobSecret &secret, 
     } catch (const std::exception &e) {
         return system_error("cannot start the bootstrap root thread: %s", e.what());
     }
+    std::lock_guard<std::mutex> lock(started_roots_mutex);
+    started_roots.emplace_back(secret, getpid());
     return Status::ok();
 }
 

@@ -13,4 +13,9 @@ namespace nnpccl {
 Status start_bootstrap_root(const SockAddr &bind_addr, const JobSecret &secret, int join_timeout_sec,
                             SockAddr *bound);
 
+// Whether this process (not a parent it was forked from) started the root
+// of the job with `secret`. A rank whose process hosts the root tells the
+// others, so that they can name it when the root's connection closes.
+bool process_hosts_bootstrap_root(const JobSecret &secret);
+
 } // namespace nnpccl

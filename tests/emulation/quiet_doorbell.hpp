@@ -27,7 +27,7 @@ public:
         std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
     }
     nnpccl::Status check_peers() override { return nnpccl::Status::ok(); }
-    void announce_abort(nnpccl_result_t why) override { inner_->announce_abort(why); }
+    void announce_abort(const nnpccl::Status &why) override { inner_->announce_abort(why); }
 
 private:
     nnpccl::Transport *inner_;

@@ -166,7 +166,7 @@ public:
     void wait_for_event(uint64_t seen, int timeout_ms) override;
 
     Status check_peers() override { return inner_->check_peers(); }
-    void announce_abort(nnpccl_result_t why) override { inner_->announce_abort(why); }
+    void announce_abort(const Status &why) override { inner_->announce_abort(why); }
     // Emulated waits end at a due time and sleep precisely; spinning is for
     // what the inner transport answers quickly.
     int spin_hint_us() const override { return inner_->spin_hint_us(); }

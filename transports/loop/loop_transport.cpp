@@ -57,7 +57,7 @@ public:
     uint64_t event_count() const override { return 0; }
     void wait_for_event(uint64_t, int) override {}
     Status check_peers() override { return Status::ok(); }
-    void announce_abort(nnpccl_result_t) override {}
+    void announce_abort(const Status &) override {}
 
 private:
     LoopFabric &fabric_;

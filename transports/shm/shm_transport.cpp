@@ -32,6 +32,12 @@ constexpr size_t kPopulateBudget = size_t{256} << 20;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
+int64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 long futex(std::atomic<uint32_t> *addr, int op, uint32_t value, const timespec *timeout) {
     // The segment is shared between processes: no FUTEX_PRIVATE_FLAG.
     return syscall(SYS_futex, reinterpret_cast<uint32_t *>(addr), op, value, timeout, nullptr, 0);
@@ -49,7 +55,14 @@ struct ShmTransport::Segment {
     int32_t owner_pid;
     alignas(kCacheLine) std::atomic<uint32_t> doorbell;
     std::atomic<uint32_t> sleepers;
-    std::atomic<uint32_t> aborted;
+    std::atomic<uint32_t> aborted; // the result this rank failed with; 0 while it has not
+    // Why, for the peers' messages: written once (by whoever takes
+    // abort_claimed) before `aborted` is set.
+    std::atomic<uint32_t> abort_claimed;
+    char abort_reason[512];
+    // CLOCK_MONOTONIC (one clock for every process of a host) of this
+    // rank's last sign of life: its last check_peers(), or its start.
+    std::atomic<int64_t> alive_ns;
 };
 
 // One inbound stream. head is written only by the sender, tail only by the
@@ -126,6 +139,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     seg->owner_rank = static_cast<uint32_t>(t->rank_);
     seg->slot_bytes = t->slot_bytes_;
     seg->owner_pid = static_cast<int32_t>(getpid());
+    seg->alive_ns.store(monotonic_ns(), std::memory_order_relaxed);
     t->segments_[static_cast<size_t>(t->rank_)] = seg;
     t->pids_[static_cast<size_t>(t->rank_)] = getpid();
 
@@ -259,17 +273,25 @@ void ShmTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     seg->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+// A peer's own announcement first: a rank that failed and then exited is
+// named for why it failed, not for having exited. An announcement carries
+// its reason, so a rank that failed because another died names that one.
 Status ShmTransport::check_peers() {
+    segments_[static_cast<size_t>(rank_)]->alive_ns.store(monotonic_ns(), std::memory_order_relaxed);
     for (int peer = 0; peer < nranks_; ++peer) {
         Segment *seg = segments_[static_cast<size_t>(peer)];
         if (seg == nullptr || peer == rank_) continue;
         uint32_t why = seg->aborted.load(std::memory_order_acquire);
         if (why != 0) {
-            // Ranks that disagreed about a call fail alike everywhere; anything else is a failure elsewhere.
-            nnpccl_result_t code = why == NNPCCL_ERR_INVALID_USAGE ? NNPCCL_ERR_INVALID_USAGE : NNPCCL_ERR_REMOTE;
-            return Status(code, format("rank %d (pid %d) failed (%s) or aborted its communicator", peer,
-                                       pids_[static_cast<size_t>(peer)],
-                                       nnpccl_get_error_string(static_cast<nnpccl_result_t>(why))));
+            // Ranks that disagreed about a call fail alike everywhere, and a
+            // timeout is a timeout wherever it was seen; anything else is a
+            // failure elsewhere.
+            nnpccl_result_t code = why == NNPCCL_ERR_INVALID_USAGE || why == NNPCCL_ERR_TIMEOUT
+                                       ? static_cast<nnpccl_result_t>(why)
+                                       : NNPCCL_ERR_REMOTE;
+            const std::string reason(seg->abort_reason, strnlen(seg->abort_reason, sizeof seg->abort_reason));
+            return Status(
+                code, format("rank %d (pid %d) failed: %s", peer, pids_[static_cast<size_t>(peer)], reason.c_str()));
         }
         if (kill(pids_[static_cast<size_t>(peer)], 0) != 0 && errno == ESRCH)
             return remote_error("rank %d (pid %d) has died", peer, pids_[static_cast<size_t>(peer)]);
@@ -277,9 +299,28 @@ Status ShmTransport::check_peers() {
     return Status::ok();
 }
 
-void ShmTransport::announce_abort(nnpccl_result_t why) {
-    segments_[static_cast<size_t>(rank_)]->aborted.store(why == NNPCCL_SUCCESS ? NNPCCL_ERR_REMOTE : why,
-                                                          std::memory_order_release);
+std::string ShmTransport::silent_peers(std::chrono::milliseconds quiet) const {
+    const int64_t now = monotonic_ns();
+    std::string silent;
+    for (int peer = 0; peer < nranks_; ++peer) {
+        const Segment *seg = segments_[static_cast<size_t>(peer)];
+        if (seg == nullptr || peer == rank_) continue;
+        const int64_t since = now - seg->alive_ns.load(std::memory_order_relaxed);
+        if (since >= std::chrono::duration_cast<std::chrono::nanoseconds>(quiet).count())
+            silent += format("%srank %d (pid %d) has given no sign of life for %.1f s", silent.empty() ? "" : ", ",
+                             peer, pids_[static_cast<size_t>(peer)], static_cast<double>(since) * 1e-9);
+    }
+    return silent;
+}
+
+void ShmTransport::announce_abort(const Status &why) {
+    Segment *mine = segments_[static_cast<size_t>(rank_)];
+    if (mine->abort_claimed.exchange(1, std::memory_order_acq_rel) != 0) return; // announced already
+    const std::string reason = why.message().empty() ? nnpccl_get_error_string(why.code()) : why.message();
+    const size_t n = std::min(reason.size(), sizeof mine->abort_reason - 1);
+    std::memcpy(mine->abort_reason, reason.data(), n);
+    mine->abort_reason[n] = '\0';
+    mine->aborted.store(why.code() == NNPCCL_SUCCESS ? NNPCCL_ERR_REMOTE : why.code(), std::memory_order_release);
     for (int peer = 0; peer < nranks_; ++peer)
         if (segments_[static_cast<size_t>(peer)] != nullptr && peer != rank_) ring(peer);
 }

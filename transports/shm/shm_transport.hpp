@@ -52,7 +52,8 @@ public:
     uint64_t event_count() const override;
     void wait_for_event(uint64_t seen, int timeout_ms) override;
     Status check_peers() override;
-    void announce_abort(nnpccl_result_t why) override;
+    void announce_abort(const Status &why) override;
+    std::string silent_peers(std::chrono::milliseconds quiet) const override;
 
     struct Segment;
     struct Queue;
