@@ -82,14 +82,14 @@ Status AlgoOverride::parse(std::string_view spec, std::string_view source) {
             parsed_choice.collective = collective;
             const size_t range_colon = choice.text.find(':');
             const std::string_view name = choice.text.substr(0, range_colon);
-            const AlgorithmInfo *info = find_algorithm(name);
+            const AlgorithmInfo *info = find_algorithm_for(collective, name);
             if (info == nullptr || !info->serves_collective(collective))
                 return Status(NNPCCL_ERR_INVALID_ARGUMENT,
                               prefix + std::string(info == nullptr ? "unknown algorithm " : "algorithm ") +
                                   quoted(name) + at(choice.position) +
                                   (info == nullptr ? "" : " does not serve " + std::string(coll_name)) + " (" +
                                   std::string(coll_name) + " has: " + algorithm_names_for(collective) + ")");
-            parsed_choice.algorithm = std::string(name);
+            parsed_choice.algorithm = info->name;
             if (range_colon != std::string_view::npos) {
                 const std::string_view range = choice.text.substr(range_colon + 1);
                 const size_t range_position = choice.position + range_colon + 1;

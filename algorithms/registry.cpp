@@ -48,6 +48,37 @@ const AlgorithmInfo *find_algorithm(std::string_view name) {
     return nullptr;
 }
 
+namespace {
+
+// Whether `name` is a word of `full` ("tree" in "double_binary_tree") or its
+// initials ("dbt").
+bool short_name_of(std::string_view name, std::string_view full) {
+    if (name.empty()) return false;
+    std::string initials;
+    size_t start = 0;
+    while (start <= full.size()) {
+        const size_t end = std::min(full.find('_', start), full.size());
+        const std::string_view word = full.substr(start, end - start);
+        if (word == name) return true;
+        if (!word.empty()) initials += word[0];
+        start = end + 1;
+    }
+    return initials.size() > 1 && initials == name;
+}
+
+} // namespace
+
+const AlgorithmInfo *find_algorithm_for(Collective c, std::string_view name) {
+    if (const AlgorithmInfo *exact = find_algorithm(name)) return exact;
+    const AlgorithmInfo *fits = nullptr;
+    for (const AlgorithmInfo &a : algorithm_registry()) {
+        if (!a.serves_collective(c) || !short_name_of(name, a.name)) continue;
+        if (fits != nullptr) return nullptr; // ambiguous
+        fits = &a;
+    }
+    return fits;
+}
+
 std::string algorithm_names_for(Collective c) {
     std::string names;
     for (const AlgorithmInfo &a : algorithm_registry()) {

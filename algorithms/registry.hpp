@@ -45,6 +45,12 @@ int one_channel(const Topology &topology);
 // nullptr when no algorithm has that name.
 const AlgorithmInfo *find_algorithm(std::string_view name);
 
+// The algorithm serving `c` that `name` means: its full name, or a short
+// name that fits exactly one of them, a word of its name or its initials
+// ("tree" and "dbt" for double_binary_tree, "hd" for halving_doubling).
+// nullptr when none does, or when the short name fits several.
+const AlgorithmInfo *find_algorithm_for(Collective c, std::string_view name);
+
 // "ring, direct, ..." for error messages: the algorithms serving `c`.
 std::string algorithm_names_for(Collective c);
 

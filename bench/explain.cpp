@@ -71,20 +71,30 @@ void print_algorithm_list() {
     }
 }
 
+// The library's own parser decides, through nnpccl_explain with the rule
+// set, so that ccl-bench takes exactly the names (and short names) that
+// NNPCCL_ALGO takes.
 bool check_algorithm_name(nnpccl_collective_t collective, const std::string &name, std::string *error) {
-    const std::vector<nnpccl_algorithm_info_t> all = registry();
-    std::string serving;
-    bool known = false;
-    for (const nnpccl_algorithm_info_t &a : all) {
-        if (name == a.name) {
-            if (serves(a, collective)) return true;
-            known = true;
-        }
-        if (serves(a, collective)) serving += (serving.empty() ? "" : ", ") + std::string(a.name);
-    }
-    const std::string coll = nnpccl_collective_name(collective);
-    *error = (known ? "algorithm '" + name + "' does not serve " + coll : "unknown algorithm '" + name + "'") + " (" +
-             coll + " has: " + serving + "; see --list-algos)";
+    const char *before = std::getenv("NNPCCL_ALGO");
+    const std::string saved = before != nullptr ? before : "";
+    setenv("NNPCCL_ALGO", (std::string(nnpccl_collective_name(collective)) + ":" + name).c_str(), 1);
+    nnpccl_call_t call{};
+    call.collective = collective;
+    call.count = 1;
+    call.datatype = NNPCCL_FLOAT32;
+    call.op = NNPCCL_SUM;
+    call.root = collective == NNPCCL_COLL_SEND || collective == NNPCCL_COLL_RECV ? 1 : 0;
+    std::vector<nnpccl_prediction_t> predictions(registry().size());
+    int count = 0;
+    nnpccl_explanation_t e{};
+    const nnpccl_result_t rc =
+        nnpccl_explain("", 2, &call, predictions.data(), static_cast<int>(predictions.size()), &count, &e);
+    if (before != nullptr)
+        setenv("NNPCCL_ALGO", saved.c_str(), 1);
+    else
+        unsetenv("NNPCCL_ALGO");
+    if (rc == NNPCCL_SUCCESS) return true;
+    *error = std::string(nnpccl_get_last_error(nullptr)) + "; see --list-algos";
     return false;
 }
 

@@ -189,6 +189,21 @@ TEST_CASE("NNPCCL_ALGO picks per collective and per half-open size range", "[con
     CHECK(rules.empty());
 }
 
+TEST_CASE("NNPCCL_ALGO takes a short name that fits one algorithm of the collective", "[config][algo]") {
+    AlgoOverride rules;
+    std::string error;
+    REQUIRE(
+        succeeded(rules.parse("broadcast:tree;reduce:dbt;allreduce:hd:0-1K,tree:1K-max;allgather:doubling"), &error));
+    CHECK(*rules.pick(Collective::Broadcast, 64) == "double_binary_tree");
+    CHECK(*rules.pick(Collective::Reduce, 64) == "double_binary_tree");
+    CHECK(*rules.pick(Collective::Allreduce, 64) == "halving_doubling");
+    CHECK(*rules.pick(Collective::Allreduce, 4096) == "double_binary_tree");
+    CHECK(*rules.pick(Collective::Allgather, 64) == "halving_doubling");
+    // A short name of no algorithm serving the collective is still unknown.
+    CHECK_FALSE(succeeded(rules.parse("allgather:tree"), &error));
+    CHECK_THAT(error, Catch::Contains("unknown algorithm 'tree' at character 11 (allgather has: ring,"));
+}
+
 TEST_CASE("a bad NNPCCL_ALGO token is an error naming it and where it is", "[config][algo]") {
     struct Case {
         const char *spec;
