@@ -122,10 +122,7 @@ Status parse_host_port(const std::string &text, SockAddr *out) {
     return resolve_host(host, static_cast<uint16_t>(port), out);
 }
 
-namespace {
-
-bool name_matches(const std::string &spec, const char *name) {
-    // NCCL_SOCKET_IFNAME-style: "eth,ib" prefixes; "^lo" excludes; "=eth0" exact.
+bool interface_matches(const std::string &spec, const char *name) {
     if (spec.empty()) return false;
     bool exclude = spec[0] == '^';
     std::string list = exclude ? spec.substr(1) : spec;
@@ -146,8 +143,6 @@ bool name_matches(const std::string &spec, const char *name) {
     return exclude ? !any : any;
 }
 
-} // namespace
-
 Status pick_local_address(SockAddr *out) {
     std::string spec = env_string("NNPCCL_SOCKET_IFNAME");
     ifaddrs *list = nullptr;
@@ -158,7 +153,7 @@ Status pick_local_address(SockAddr *out) {
         int family = ifa->ifa_addr->sa_family;
         if (family != AF_INET && family != AF_INET6) continue;
         if (!spec.empty()) {
-            if (name_matches(spec, ifa->ifa_name)) chosen = ifa;
+            if (interface_matches(spec, ifa->ifa_name)) chosen = ifa;
         } else if (family == AF_INET && !(ifa->ifa_flags & IFF_LOOPBACK)) {
             chosen = ifa;
         }

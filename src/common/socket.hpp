@@ -57,6 +57,12 @@ Status resolve_host(const std::string &host, uint16_t port, SockAddr *out);
 // non-loopback IPv4 interface that is up, else 127.0.0.1.
 Status pick_local_address(SockAddr *out);
 
+// Whether interface `name` is one NNPCCL_SOCKET_IFNAME's `spec` names, as
+// NCCL_SOCKET_IFNAME reads it: comma-separated name prefixes ("eth,ib"),
+// "^" before the list to exclude them ("^lo,docker"), "=" before it for
+// exact names ("=eth0"). The rendezvous and the ofi transport both read it.
+bool interface_matches(const std::string &spec, const char *name);
+
 // A listening, close-on-exec socket bound to addr (port 0 = any); *bound gets
 // the actual address.
 Status listen_tcp(const SockAddr &addr, int *fd, SockAddr *bound);

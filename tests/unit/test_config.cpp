@@ -235,3 +235,15 @@ TEST_CASE("a bad NNPCCL_ALGO token is an error naming it and where it is", "[con
         CHECK(*rules.pick(Collective::Allreduce, 1) == "ring");
     }
 }
+
+TEST_CASE("NNPCCL_SOCKET_IFNAME names interfaces by prefix, exclusion or exact name", "[config][socket]") {
+    CHECK(interface_matches("eth", "eth0"));
+    CHECK(interface_matches("ib,eth", "eth1"));
+    CHECK_FALSE(interface_matches("eth", "veth3"));
+    CHECK_FALSE(interface_matches("^lo", "lo"));
+    CHECK(interface_matches("^lo,docker", "eth0"));
+    CHECK_FALSE(interface_matches("^lo,docker", "docker0"));
+    CHECK(interface_matches("=eth0", "eth0"));
+    CHECK_FALSE(interface_matches("=eth0", "eth0.5"));
+    CHECK_FALSE(interface_matches("", "eth0"));
+}

@@ -301,7 +301,8 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
                             provider.empty() ? "" : (" (provider '" + provider + "' was asked for)").c_str(),
                             fi_message(rc).c_str());
 
-    // Which one: the interface NNPCCL_SOCKET_IFNAME names (tcp names its
+    // Which one: an interface NNPCCL_SOCKET_IFNAME names, in its prefix,
+    // exclusion or exact form as the rendezvous reads it (tcp names its
     // domains after interfaces); else, without a provider request, TCP on a
     // non-loopback interface, which reaches other hosts, preferring the NIC
     // nearest this rank's NUMA node; else the first.
@@ -317,7 +318,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
         const char *prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
         const char *dom = i->domain_attr->name != nullptr ? i->domain_attr->name : "";
         int s = 0;
-        if (!ifname.empty() && std::strcmp(dom, ifname.c_str()) == 0) s += 8;
+        if (!ifname.empty() && interface_matches(ifname, dom)) s += 8;
         if (ifname.empty() && !nic_hint.empty() && nic_hint == dom) s += 1; // the rank's nearest NIC
         if (provider.empty() && std::strcmp(prov, "net") == 0) s += 5;
         if (provider.empty() && std::strncmp(prov, "tcp", 3) == 0) s += 4;
