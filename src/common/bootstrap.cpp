@@ -3,12 +3,46 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "bootstrap_root.hpp"
 #include "log.hpp"
 
 namespace nnpccl {
+
+namespace {
+
+// The root's first frame must prove it holds the job secret; until it has,
+// nothing it sends is read (a stranger at the root's address could
+// otherwise end the job or make this rank allocate what its header says).
+Status await_welcome(int fd, const UniqueId &id, const Hello &hello, const Deadline &deadline, const StopSignal *stop) {
+    const std::string root = id.root.to_string();
+    FrameHeader h{};
+    Status st = recv_all(fd, &h, sizeof h, deadline, stop);
+    if (st.code() == NNPCCL_ERR_TIMEOUT)
+        return timeout_error("rank %u: the bootstrap root at %s did not answer its hello before the deadline",
+                             hello.rank, root.c_str());
+    if (stop != nullptr && stop->raised()) return st;
+    if (!st)
+        return Status(st.code(), format("rank %u: the process at %s closed the connection without welcoming it: "
+                                        "it is not this job's bootstrap root (another job's, or the rank's unique id "
+                                        "or NNPCCL_ROOT is not the job's), or it refused the hello (its log says why)",
+                                        hello.rank, root.c_str()));
+    if (h.magic != kFrameMagic || h.type != static_cast<uint32_t>(FrameType::Welcome) || h.length != sizeof(Welcome))
+        return invalid_usage("rank %u: the process at %s answered its hello with something other than nnpccl's "
+                             "welcome: it is not a bootstrap root of this nnpccl version",
+                             hello.rank, root.c_str());
+    std::string payload(sizeof(Welcome), '\0');
+    NNPCCL_TRY(recv_all(fd, payload.data(), payload.size(), deadline, stop));
+    if (!welcome_is_genuine(id.secret, hello, payload))
+        return invalid_usage("rank %u: the process at %s that answered as the bootstrap root does not hold the "
+                             "job's secret: it is another job's root or an impostor",
+                             hello.rank, root.c_str());
+    return Status::ok();
+}
+
+} // namespace
 
 Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline &deadline,
                        std::unique_ptr<Bootstrap> *out, const StopSignal *stop) {
@@ -18,9 +52,13 @@ Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline 
     if (!st)
         return Status(st.code(), format("rank %d could not reach the bootstrap root at %s: %s", rank,
                                         id.root.to_string().c_str(), st.message().c_str()));
-    Hello hello{id.secret, static_cast<uint32_t>(rank), static_cast<uint32_t>(nranks)};
-    std::string frame = encode_frame(FrameType::Hello, &hello, sizeof hello);
-    st = send_all(fd, frame.data(), frame.size(), deadline, stop);
+    Hello hello;
+    st = make_hello(id.secret, rank, nranks, &hello);
+    if (st) {
+        std::string frame = encode_frame(FrameType::Hello, &hello, sizeof hello);
+        st = send_all(fd, frame.data(), frame.size(), deadline, stop);
+    }
+    if (st) st = await_welcome(fd, id, hello, deadline, stop);
     if (!st) {
         close_fd(fd);
         return st;
@@ -34,6 +72,11 @@ Bootstrap::~Bootstrap() { close_fd(fd_); }
 
 Status Bootstrap::root_host_lost() const {
     if (root_host_ < 0 || root_host_ == rank_) return Status::ok();
+    if (root_silent_)
+        return remote_error("rank %d, whose process hosts the job's rendezvous root at %s, went silent: the "
+                            "root's connection timed out (its host stopped answering: powered off, or the network "
+                            "between cut)",
+                            root_host_, root_name_.c_str());
     return remote_error("rank %d, whose process hosted the job's rendezvous root at %s, has gone: the root's "
                         "connection closed (the rank died, or left the job)",
                         root_host_, root_name_.c_str());
@@ -47,6 +90,7 @@ Status Bootstrap::check_job() {
     FrameHeader h{};
     ssize_t n = recv(fd_, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        root_silent_ = n < 0 && errno == ETIMEDOUT;
         root_gone_ = true;
         if (root_host_ < 0)
             LOG_INFO("the bootstrap root at %s has gone away; peers' failures are now seen only by the transports",
@@ -90,8 +134,15 @@ Status Bootstrap::allgather(const std::string &mine, const Deadline &deadline, s
     NNPCCL_TRY(st);
     const size_t limit = 4 + static_cast<size_t>(nranks_) * (4 + kMaxRankPayload);
     NNPCCL_TRY(check_frame_header(h, limit));
-    std::string payload(h.length, '\0');
-    NNPCCL_TRY(recv_all(fd_, payload.data(), payload.size(), deadline, stop_));
+    // Grown as the bytes arrive, so a header that promises more than is
+    // sent costs no more memory than what was sent.
+    std::string payload;
+    constexpr size_t kStep = size_t{1} << 20;
+    while (payload.size() < h.length) {
+        size_t had = payload.size();
+        payload.resize(had + std::min<size_t>(kStep, h.length - had));
+        NNPCCL_TRY(recv_all(fd_, payload.data() + had, payload.size() - had, deadline, stop_));
+    }
     if (h.type == static_cast<uint32_t>(FrameType::Error)) {
         Status why = decode_failure(payload);
         return Status(why.code(), "the bootstrap root ended the job: " + why.message());

@@ -57,6 +57,7 @@ private:
     int fd_;
     // Set by whichever thread first hears the root close; read by all.
     std::atomic<bool> root_gone_{false};
+    std::atomic<bool> root_silent_{false}; // gone by timeout, not by a close
     int rank_;
     int nranks_;
     std::string root_name_;

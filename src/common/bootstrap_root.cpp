@@ -102,6 +102,7 @@ void RootServer::accept_new() {
         socklen_t len = sizeof ss;
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
+        watch_for_silent_host(fd);
         Peer p;
         p.fd = fd;
         SockAddr a;
@@ -135,7 +136,10 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
         if (type != FrameType::Hello) return drop(p, "first message is not a hello");
         Status st = decode_hello(payload, &hello);
         if (!st) return drop(p, st.message().c_str());
-        if (!secrets_equal(hello.secret, secret_)) return drop(p, "wrong job secret");
+        if (!hello_is_genuine(secret_, hello))
+            return drop(p, "its hello does not prove the job's secret (another job's rank, or a stranger)");
+        // Before anything else it hears from us, so a rank trusts nothing an impostor says.
+        p.out += encode_welcome(secret_, hello);
         std::string refusal;
         if (nranks_ == 0) {
             nranks_ = static_cast<int>(hello.nranks);
@@ -207,9 +211,14 @@ void RootServer::read_from(Peer &p) {
                 // rank must hear of it rather than wait for it.
                 int rank = p.rank;
                 bool clean = p.said_goodbye;
+                bool silent = n < 0 && errno == ETIMEDOUT;
                 std::string from = p.peer_name;
                 close_fd(p.fd);
-                if (!clean)
+                if (!clean && silent)
+                    fail_job(format("rank %d (connected from %s) went silent: its host stopped answering "
+                                    "(powered off, or its network cut)",
+                                    rank, from.c_str()));
+                else if (!clean)
                     fail_job(format("rank %d (connected from %s) died or aborted", rank, from.c_str()));
             } else {
                 close_fd(p.fd);

@@ -33,7 +33,7 @@ std::string encode_frame(FrameType type, const void *payload, size_t length) {
 
 Status check_frame_header(const FrameHeader &h, size_t max_length) {
     if (h.magic != kFrameMagic) return invalid_usage("bootstrap frame has a bad magic number 0x%08x", h.magic);
-    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Failure))
+    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Welcome))
         return invalid_usage("bootstrap frame has an unknown type %u", h.type);
     if (h.length > max_length)
         return invalid_usage("bootstrap frame of %llu bytes exceeds the limit of %zu",
@@ -55,6 +55,92 @@ Status decode_failure(const std::string &payload) {
     nnpccl_result_t code = c == NNPCCL_ERR_INVALID_USAGE || c == NNPCCL_ERR_TIMEOUT ? static_cast<nnpccl_result_t>(c)
                                                                                      : NNPCCL_ERR_REMOTE;
     return Status(code, message);
+}
+
+uint64_t siphash24(const JobSecret &key, const void *data, size_t length) {
+    auto rotl = [](uint64_t x, int b) { return (x << b) | (x >> (64 - b)); };
+    auto load_le = [](const uint8_t *p, size_t n) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+        return v;
+    };
+    const uint64_t k0 = load_le(key.data(), 8), k1 = load_le(key.data() + 8, 8);
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    auto rounds = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            v0 += v1;
+            v1 = rotl(v1, 13) ^ v0;
+            v0 = rotl(v0, 32);
+            v2 += v3;
+            v3 = rotl(v3, 16) ^ v2;
+            v0 += v3;
+            v3 = rotl(v3, 21) ^ v0;
+            v2 += v1;
+            v1 = rotl(v1, 17) ^ v2;
+            v2 = rotl(v2, 32);
+        }
+    };
+    const auto *bytes = static_cast<const uint8_t *>(data);
+    size_t whole = length - length % 8;
+    for (size_t i = 0; i < whole; i += 8) {
+        uint64_t m = load_le(bytes + i, 8);
+        v3 ^= m;
+        rounds(2);
+        v0 ^= m;
+    }
+    uint64_t last = (static_cast<uint64_t>(length) << 56) | load_le(bytes + whole, length - whole);
+    v3 ^= last;
+    rounds(2);
+    v0 ^= last;
+    v2 ^= 0xff;
+    rounds(4);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello) {
+    std::string message = what == ProofOf::Hello ? "nnpccl hello" : "nnpccl welcome";
+    message.append(reinterpret_cast<const char *>(&hello.rank), sizeof hello.rank);
+    message.append(reinterpret_cast<const char *>(&hello.nranks), sizeof hello.nranks);
+    message.append(reinterpret_cast<const char *>(hello.nonce), sizeof hello.nonce);
+    return siphash24(secret, message.data(), message.size());
+}
+
+Status make_hello(const JobSecret &secret, int rank, int nranks, Hello *out) {
+    *out = Hello{};
+    out->rank = static_cast<uint32_t>(rank);
+    out->nranks = static_cast<uint32_t>(nranks);
+    NNPCCL_TRY(random_bytes(out->nonce, sizeof out->nonce));
+    out->proof = job_proof(secret, ProofOf::Hello, *out);
+    return Status::ok();
+}
+
+namespace {
+
+bool proofs_equal(uint64_t a, uint64_t b) { // constant time
+    uint64_t diff = a ^ b;
+    diff |= diff >> 32;
+    diff |= diff >> 16;
+    diff |= diff >> 8;
+    return (diff & 0xff) == 0;
+}
+
+} // namespace
+
+bool hello_is_genuine(const JobSecret &secret, const Hello &hello) {
+    return proofs_equal(hello.proof, job_proof(secret, ProofOf::Hello, hello));
+}
+
+std::string encode_welcome(const JobSecret &secret, const Hello &hello) {
+    Welcome welcome{job_proof(secret, ProofOf::Welcome, hello)};
+    return encode_frame(FrameType::Welcome, &welcome, sizeof welcome);
+}
+
+bool welcome_is_genuine(const JobSecret &secret, const Hello &hello, const std::string &payload) {
+    Welcome welcome{};
+    if (payload.size() != sizeof welcome) return false;
+    std::memcpy(&welcome, payload.data(), sizeof welcome);
+    return proofs_equal(welcome.proof, job_proof(secret, ProofOf::Welcome, hello));
 }
 
 Status decode_hello(const std::string &payload, Hello *out) {
@@ -143,10 +229,13 @@ Status decode_unique_id(const nnpccl_unique_id_t &in, UniqueId *out) {
     return Status::ok();
 }
 
-Status random_secret(JobSecret *out) {
+Status random_secret(JobSecret *out) { return random_bytes(out->data(), out->size()); }
+
+Status random_bytes(void *out, size_t length) {
+    auto *bytes = static_cast<uint8_t *>(out);
     size_t got = 0;
-    while (got < out->size()) {
-        ssize_t n = getrandom(out->data() + got, out->size() - got, 0);
+    while (got < length) {
+        ssize_t n = getrandom(bytes + got, length - got, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno_error("getrandom");

@@ -25,12 +25,13 @@ constexpr size_t kMaxRankPayload = 64 * 1024;
 constexpr int kMaxRanks = 1 << 16;
 
 enum class FrameType : uint32_t {
-    Hello = 1,        // rank -> root: secret, rank, nranks
+    Hello = 1,        // rank -> root: rank, nranks, a nonce and the proof that it holds the job secret
     Gather = 2,       // rank -> root: this rank's part of an allgather
     GatherResult = 3, // root -> rank: every rank's part, in rank order
     Error = 4,        // root -> rank: the job cannot go on; payload: result code (u32), then the reason
     Goodbye = 5,      // rank -> root: this rank leaves cleanly (destroy), do not report it as dead
     Failure = 6,      // rank -> root: this rank's communicator failed; payload as Error, relayed to all
+    Welcome = 7,      // root -> rank, first: the root's proof that it holds the job secret
 };
 
 // Error and Failure payloads: a result code and a message.
@@ -44,12 +45,28 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == kFrameHeaderBytes);
 
+// The secret never crosses the network: each side proves it holds it with
+// a keyed hash (SipHash-2-4, keyed by the secret) over the rank's fresh
+// nonce, so a stranger listening at the root's address learns nothing it
+// could join with, and a rank trusts no frame until the root has proved it
+// is this job's root. Distinct labels keep one side's proof from serving as
+// the other's. (An attacker on the path could still replay a hello; the
+// root takes each rank once.)
 struct Hello {
-    JobSecret secret;
     uint32_t rank;
     uint32_t nranks;
+    uint8_t nonce[16];
+    uint64_t proof; // job_proof(secret, "hello", rank, nranks, nonce)
 };
-static_assert(sizeof(Hello) == 24);
+static_assert(sizeof(Hello) == 32);
+
+struct Welcome {
+    uint64_t proof; // job_proof(secret, "welcome", rank, nranks, nonce of the hello)
+};
+
+enum class ProofOf { Hello, Welcome };
+uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello);
+Status make_hello(const JobSecret &secret, int rank, int nranks, Hello *out); // with a fresh nonce
 
 std::string encode_frame(FrameType type, const void *payload, size_t length);
 
@@ -58,6 +75,13 @@ std::string encode_frame(FrameType type, const void *payload, size_t length);
 Status check_frame_header(const FrameHeader &h, size_t max_length);
 
 Status decode_hello(const std::string &payload, Hello *out);
+// Whether `hello` proves knowledge of `secret`, and whether `welcome` answers it.
+bool hello_is_genuine(const JobSecret &secret, const Hello &hello);
+bool welcome_is_genuine(const JobSecret &secret, const Hello &hello, const std::string &payload);
+std::string encode_welcome(const JobSecret &secret, const Hello &hello);
+
+// SipHash-2-4 of `data` under the 128-bit `key` (Aumasson and Bernstein, 2012).
+uint64_t siphash24(const JobSecret &key, const void *data, size_t length);
 
 std::string encode_gather_result(const std::vector<std::string> &parts);
 Status decode_gather_result(const std::string &payload, int nranks, std::vector<std::string> *parts);
@@ -71,6 +95,7 @@ void encode_unique_id(const UniqueId &id, nnpccl_unique_id_t *out);
 Status decode_unique_id(const nnpccl_unique_id_t &in, UniqueId *out);
 
 Status random_secret(JobSecret *out);
+Status random_bytes(void *out, size_t length);
 bool secrets_equal(const JobSecret &a, const JobSecret &b); // constant time
 
 } // namespace nnpccl

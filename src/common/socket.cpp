@@ -143,6 +143,19 @@ bool interface_matches(const std::string &spec, const char *name) {
     return exclude ? !any : any;
 }
 
+void watch_for_silent_host(int fd) {
+    // Keepalive probes while the connection is idle, and the same bound on
+    // data left unacknowledged: about 5 s of silence, then the socket fails
+    // with ETIMEDOUT.
+    int one = 1, idle = 2, interval = 1, count = 3;
+    unsigned int unacked_ms = 5000;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &unacked_ms, sizeof unacked_ms);
+}
+
 Status pick_local_address(SockAddr *out) {
     std::string spec = env_string("NNPCCL_SOCKET_IFNAME");
     ifaddrs *list = nullptr;
@@ -229,13 +242,7 @@ Status connect_tcp(const SockAddr &addr, const Deadline &deadline, int *fd, cons
             fcntl(s, F_SETFL, flags & ~O_NONBLOCK);
             int one = 1;
             setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            // The low-rate heartbeat: a host that dies without closing its
-            // sockets is noticed after about 5 s of silence.
-            int idle = 2, interval = 1, count = 3;
-            setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-            setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-            setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-            setsockopt(s, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+            watch_for_silent_host(s);
             *fd = s;
             return Status::ok();
         }

@@ -63,6 +63,11 @@ Status pick_local_address(SockAddr *out);
 // exact names ("=eth0"). The rendezvous and the ofi transport both read it.
 bool interface_matches(const std::string &spec, const char *name);
 
+// The bootstrap's heartbeat on a connected TCP socket: a peer whose host
+// vanishes without closing it (power, a cut link) makes it fail with
+// ETIMEDOUT after about 5 s of silence.
+void watch_for_silent_host(int fd);
+
 // A listening, close-on-exec socket bound to addr (port 0 = any); *bound gets
 // the actual address.
 Status listen_tcp(const SockAddr &addr, int *fd, SockAddr *bound);

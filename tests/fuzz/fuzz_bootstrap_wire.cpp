@@ -1,5 +1,5 @@
 // libFuzzer target: every decoder of bytes that arrive at the bootstrap from
-// the network, and the unique-id decoder. The first byte picks the decoder,
+// the network (and the welcome's check), and the unique-id decoder. The first byte picks the decoder,
 // the rest is its input. An accepted message, encoded again, gives back the
 // same bytes: the decoders accept only what the encoders write.
 #include <cstdint>
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     const uint8_t which = data[0];
     const std::string payload(reinterpret_cast<const char *>(data + 1), size - 1);
-    switch (which % 5) {
+    switch (which % 6) {
     case 0: {
         FrameHeader header{};
         std::memcpy(&header, payload.data(), std::min(payload.size(), sizeof header));
@@ -54,6 +54,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             UniqueId reread;
             if (!decode_unique_id(again, &reread).is_ok() || !secrets_equal(reread.secret, id.secret)) std::abort();
         }
+        break;
+    }
+    case 5: { // a welcome is genuine only if it is the one the root would write
+        JobSecret secret{};
+        Hello hello{};
+        hello.nranks = 2;
+        std::memcpy(hello.nonce, payload.data(), std::min(payload.size(), sizeof hello.nonce));
+        const std::string welcome = payload.size() > sizeof hello.nonce ? payload.substr(sizeof hello.nonce) : "";
+        if (welcome_is_genuine(secret, hello, welcome) &&
+            encode_welcome(secret, hello) != encode_frame(FrameType::Welcome, welcome.data(), welcome.size()))
+            std::abort();
         break;
     }
     }

@@ -273,3 +273,83 @@ TEST_CASE("a flood of silent connections to the rendezvous root is bounded and d
     CHECK(closed_by_root >= kFlood - kKept);
     CHECK(status == 0);
 }
+
+namespace {
+
+// A process at the root's address that is not the job's root: it takes one
+// connection, reads the hello, answers with `reply` and then waits for the
+// rank to hang up (with no reply, it hangs up itself). Returns the init's result and message.
+std::pair<nnpccl_result_t, std::string> init_against_impostor(const std::string &reply) {
+    nnpccl::SockAddr any;
+    REQUIRE(nnpccl::resolve_host("127.0.0.1", 0, &any).is_ok());
+    int listener = -1;
+    nnpccl::SockAddr bound;
+    REQUIRE(nnpccl::listen_tcp(any, &listener, &bound).is_ok());
+    std::thread impostor([listener, reply] {
+        int fd = accept(listener, nullptr, nullptr);
+        if (fd < 0) return;
+        char hello[sizeof(nnpccl::FrameHeader) + sizeof(nnpccl::Hello)];
+        size_t got = 0;
+        while (got < sizeof hello) {
+            ssize_t n = read(fd, hello + got, sizeof hello - got);
+            if (n <= 0) break;
+            got += static_cast<size_t>(n);
+        }
+        if (!reply.empty()) {
+            (void)!write(fd, reply.data(), reply.size());
+            char byte;
+            while (read(fd, &byte, 1) > 0) {
+            }
+        }
+        close(fd);
+    });
+    nnpccl::UniqueId id;
+    id.root = bound;
+    REQUIRE(nnpccl::random_secret(&id.secret).is_ok());
+    nnpccl_unique_id_t raw;
+    nnpccl::encode_unique_id(id, &raw);
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    cfg.timeout_sec = 10;
+    nnpccl_comm_t comm = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, 2, raw, 1, &cfg);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string message = nnpccl_get_last_error(nullptr);
+    impostor.join();
+    close(listener);
+    CHECK(comm == nullptr);
+    CHECK(seconds < 5); // refused at once, not at the deadline
+    return {rc, message};
+}
+
+} // namespace
+
+TEST_CASE("a rank trusts nothing from a root that cannot prove the job secret", "[mp][bootstrap]") {
+    SECTION("a welcome made with another secret") {
+        nnpccl::JobSecret theirs;
+        REQUIRE(nnpccl::random_secret(&theirs).is_ok());
+        nnpccl::Hello their_hello;
+        REQUIRE(nnpccl::make_hello(theirs, 1, 2, &their_hello).is_ok());
+        auto [rc, message] = init_against_impostor(nnpccl::encode_welcome(theirs, their_hello));
+        CHECK(rc == NNPCCL_ERR_INVALID_USAGE);
+        CHECK_THAT(message, Catch::Contains("that answered as the bootstrap root does not hold the job's secret: it "
+                                            "is another job's root or an impostor"));
+    }
+    SECTION("an error frame, or a result promising a terabyte, before any welcome") {
+        std::string failure = nnpccl::encode_failure(NNPCCL_ERR_REMOTE, "rank 0 died");
+        nnpccl::FrameHeader huge{nnpccl::kFrameMagic, static_cast<uint32_t>(nnpccl::FrameType::GatherResult),
+                                 uint64_t{1} << 40};
+        for (const std::string &reply : {nnpccl::encode_frame(nnpccl::FrameType::Error, failure.data(), failure.size()),
+                                         std::string(reinterpret_cast<const char *>(&huge), sizeof huge)}) {
+            auto [rc, message] = init_against_impostor(reply);
+            CHECK(rc == NNPCCL_ERR_INVALID_USAGE);
+            CHECK_THAT(message, Catch::Contains("answered its hello with something other than nnpccl's welcome"));
+        }
+    }
+    SECTION("a connection closed after the hello") {
+        auto [rc, message] = init_against_impostor("");
+        CHECK(rc != NNPCCL_SUCCESS);
+        CHECK_THAT(message, Catch::Contains("closed the connection without welcoming it: it is not this job's "
+                                            "bootstrap root"));
+    }
+}

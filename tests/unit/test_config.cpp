@@ -132,6 +132,39 @@ TEST_CASE("unique ids round-trip and garbage is rejected", "[bootstrap]") {
     CHECK(decode_unique_id(junk, &back).code() == NNPCCL_ERR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("the root and the ranks prove the job secret to each other without sending it", "[bootstrap]") {
+    // SipHash-2-4's published vectors: key 00..0f, messages 00..(n-1).
+    JobSecret key;
+    for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i);
+    uint8_t message[15];
+    for (size_t i = 0; i < sizeof message; ++i) message[i] = static_cast<uint8_t>(i);
+    CHECK(siphash24(key, message, 0) == 0x726fdb47dd0e0e31ULL);
+    CHECK(siphash24(key, message, 15) == 0xa129ca6149be45e5ULL);
+
+    JobSecret secret, other;
+    REQUIRE(random_secret(&secret).is_ok());
+    REQUIRE(random_secret(&other).is_ok());
+    Hello hello, again;
+    REQUIRE(make_hello(secret, 2, 4, &hello).is_ok());
+    REQUIRE(make_hello(secret, 2, 4, &again).is_ok());
+    CHECK(std::memcmp(hello.nonce, again.nonce, sizeof hello.nonce) != 0); // a fresh nonce each time
+    CHECK(hello_is_genuine(secret, hello));
+    CHECK_FALSE(hello_is_genuine(other, hello));
+    Hello renamed = hello;
+    renamed.rank = 3; // a proof is bound to the rank it was made for
+    CHECK_FALSE(hello_is_genuine(secret, renamed));
+    std::string wire = std::string(reinterpret_cast<const char *>(&hello), sizeof hello);
+    CHECK(wire.find(std::string(reinterpret_cast<const char *>(secret.data()), 8)) == std::string::npos);
+
+    std::string welcome = encode_welcome(secret, hello).substr(kFrameHeaderBytes);
+    CHECK(welcome_is_genuine(secret, hello, welcome));
+    CHECK_FALSE(welcome_is_genuine(other, hello, welcome));
+    CHECK_FALSE(welcome_is_genuine(secret, again, welcome)); // not replayable to another hello
+    // The hello's own proof is not a welcome: the labels differ.
+    CHECK_FALSE(welcome_is_genuine(secret, hello, std::string(reinterpret_cast<const char *>(&hello.proof), 8)));
+    CHECK_FALSE(welcome_is_genuine(secret, hello, welcome.substr(1)));
+}
+
 TEST_CASE("bootstrap messages are bounds-checked", "[bootstrap]") {
     FrameHeader h{kFrameMagic, static_cast<uint32_t>(FrameType::Gather), 100};
     CHECK(check_frame_header(h, 100).is_ok());
