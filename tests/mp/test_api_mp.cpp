@@ -147,14 +147,31 @@ int nonblocking(int rank, int nranks, const nnpccl_unique_id_t &id) {
     return failures;
 }
 
-std::vector<std::string> shm_files() {
-    std::vector<std::string> names;
-    if (DIR *d = opendir("/dev/shm")) {
-        while (dirent *e = readdir(d))
-            if (std::strncmp(e->d_name, "nnpccl-", 7) == 0) names.push_back(e->d_name);
+// This process's descriptors and mappings of nnpccl's shared-memory
+// segments (anonymous memfds, so they appear only here, never in /dev/shm).
+int shm_descriptors() {
+    int count = 0;
+    if (DIR *d = opendir("/proc/self/fd")) {
+        while (dirent *e = readdir(d)) {
+            char target[256] = {};
+            std::string path = std::string("/proc/self/fd/") + e->d_name;
+            if (readlink(path.c_str(), target, sizeof target - 1) > 0 && std::strstr(target, "memfd:nnpccl-shm"))
+                ++count;
+        }
         closedir(d);
     }
-    return names;
+    return count;
+}
+
+int shm_mappings() {
+    int count = 0;
+    if (FILE *maps = std::fopen("/proc/self/maps", "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof line, maps) != nullptr)
+            count += std::strstr(line, "memfd:nnpccl-shm") != nullptr;
+        std::fclose(maps);
+    }
+    return count;
 }
 
 } // namespace
@@ -332,18 +349,34 @@ TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arri
     CHECK(status == 0);
 }
 
-TEST_CASE("no shared-memory file is left behind, even when a rank is killed", "[mp][shm]") {
-    auto before = shm_files();
-    int status = run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
-        nnpccl_comm_t comm = init(rank, nranks, id, 5);
-        if (comm == nullptr) return 1;
-        if (rank == 2) raise(SIGKILL); // after init: its segment must already be gone
-        float x = 1, y = 0;
-        nnpccl_result_t rc = nnpccl_allreduce(&x, &y, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm);
-        // The survivors see the dead rank as an error (or are stopped by the launcher), never hang.
-        nnpccl_comm_abort(comm);
-        return rc == NNPCCL_SUCCESS ? 1 : 0;
-    });
-    CHECK(status != 0); // the killed rank makes the job fail
-    CHECK(shm_files() == before);
+TEST_CASE("shared memory is held only while in use, even when a rank is killed", "[mp][shm]") {
+    // After init a rank keeps no segment's descriptor (the mappings keep the
+    // memory, so it is freed when the last process that maps it is gone,
+    // however that process ends), maps its own and each local peer's
+    // segment once, and after abort maps none.
+    std::vector<int> statuses;
+    setenv("NNPCCL_TRANSPORT", "shm", 1);
+    run_local_ranks(
+        3,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = init(rank, nranks, id, 5);
+            if (comm == nullptr) return 1;
+            int failures = 0;
+            EXPECT(shm_descriptors() == 0);
+            EXPECT(shm_mappings() == nranks);
+            if (rank == 2) raise(SIGKILL);
+            float x = 1, y = 0;
+            nnpccl_result_t rc = nnpccl_allreduce(&x, &y, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+            EXPECT(rc == NNPCCL_ERR_REMOTE);
+            nnpccl_comm_abort(comm);
+            EXPECT(shm_mappings() == 0);
+            EXPECT(shm_descriptors() == 0);
+            return failures;
+        },
+        false, &statuses);
+    unsetenv("NNPCCL_TRANSPORT");
+    REQUIRE(statuses.size() == 3);
+    CHECK(statuses[0] == 0);
+    CHECK(statuses[1] == 0);
+    CHECK(statuses[2] == 128 + SIGKILL);
 }

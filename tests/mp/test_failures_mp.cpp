@@ -44,9 +44,18 @@ int mismatched_counts(int rank, int nranks, const nnpccl_unique_id_t &id, size_t
         std::fprintf(stderr, "rank %d: a mismatched allreduce returned %s\n", rank, nnpccl_get_error_string(rc));
         ++failures;
     }
-    // Ranks that saw the mismatch name both calls; the others say which rank failed.
-    if (message.find("count " + std::to_string(count + 1)) == std::string::npos && message.find("failed") == std::string::npos) {
-        std::fprintf(stderr, "rank %d: the mismatch message does not name the counts: %s\n", rank, message.c_str());
+    // Ranks that saw the mismatch name both calls; the others relay one of
+    // theirs ("rank 1 (pid P) failed: ..."), so every message names both.
+    const std::string counts[2] = {"(count " + std::to_string(count) + ", float, sum)",
+                                   "(count " + std::to_string(count + 1) + ", float, sum)"};
+    auto names = [&message](const std::string &theirs, const std::string &ours) {
+        return message.find("called allreduce #0 " + theirs + " where this rank called allreduce #0 " + ours) !=
+               std::string::npos;
+    };
+    if (!(names(counts[0], counts[1]) || names(counts[1], counts[0])) ||
+        message.find(": every rank must call the same collectives in the same order with the same arguments") ==
+            std::string::npos) {
+        std::fprintf(stderr, "rank %d: the mismatch message does not name both calls: %s\n", rank, message.c_str());
         ++failures;
     }
     if (seconds > 10) {
@@ -87,10 +96,16 @@ TEST_CASE("a rank that never calls makes the others time out at the deadline, na
               double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
               std::string message = nnpccl_get_last_error(comm);
               int failures = 0;
-              // The rank waiting on rank 2 times out; its neighbour may instead learn of that failure.
-              if (rc != NNPCCL_ERR_TIMEOUT && rc != NNPCCL_ERR_REMOTE) ++failures;
-              if (rc == NNPCCL_ERR_TIMEOUT && message.find("rank 2") == std::string::npos) ++failures;
-              if (seconds < 1.5 || seconds > 8) ++failures;
+              // The rank waiting on rank 2 times out; its neighbour may learn
+              // of that failure instead, and relays it: a timeout still.
+              if (rc != NNPCCL_ERR_TIMEOUT) ++failures;
+              if (message.find("no progress for 2 s (NNPCCL_TIMEOUT) while waiting for ") == std::string::npos ||
+                  message.find("; rank 2 (pid ") == std::string::npos ||
+                  message.find(") has given no sign of life for ") == std::string::npos)
+                  ++failures;
+              // Not before the deadline; after it, by no more than the
+              // liveness checks' period and a busy machine's scheduling.
+              if (seconds < 1.95 || seconds > 5) ++failures;
               if (failures) std::fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, nnpccl_get_error_string(rc), seconds, message.c_str());
               nnpccl_comm_abort(comm);
               return failures;
@@ -139,22 +154,10 @@ void kill_one_of_four(const char *transport) {
     CHECK(statuses[3] == 0);
 }
 
-std::vector<std::string> leftover_segments() {
-    std::vector<std::string> names;
-    if (DIR *d = opendir("/dev/shm")) {
-        while (dirent *e = readdir(d))
-            if (std::strncmp(e->d_name, "nnpccl-", 7) == 0) names.push_back(e->d_name);
-        closedir(d);
-    }
-    return names;
-}
-
 } // namespace
 
 TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over shm", "[mp][dead-peer]") {
-    auto before = leftover_segments();
     kill_one_of_four("shm");
-    CHECK(leftover_segments() == before);
 }
 
 TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over ofi", "[mp][dead-peer]") {

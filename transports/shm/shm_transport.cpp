@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "bootstrap.hpp"
@@ -22,6 +24,7 @@ namespace nnpccl {
 namespace {
 
 constexpr uint64_t kSegmentMagic = 0x6e6e7063636c7368ull; // "nnpcclsh"
+
 constexpr size_t kCacheLine = 64;
 constexpr size_t kPage = 4096;
 // Queues a rank populates at set-up, at most (see populate_queues()).
@@ -44,6 +47,20 @@ long futex(std::atomic<uint32_t> *addr, int op, uint32_t value, const timespec *
 }
 
 } // namespace
+
+bool parse_shm_segment_entry(const std::string &entry, long *pid, long *fd) {
+    if (entry.size() > 24) return false;
+    char *end = nullptr;
+    const char *text = entry.c_str();
+    if (!std::isdigit(static_cast<unsigned char>(*text))) return false;
+    errno = 0;
+    *pid = std::strtol(text, &end, 10);
+    if (errno != 0 || *end != ' ' || *pid <= 0 || *pid > (1L << 22)) return false;
+    text = end + 1;
+    if (!std::isdigit(static_cast<unsigned char>(*text))) return false;
+    *fd = std::strtol(text, &end, 10);
+    return errno == 0 && end == entry.c_str() + entry.size() && *fd >= 0 && *fd <= (1L << 30);
+}
 
 struct ShmTransport::Segment {
     uint64_t magic;
@@ -150,12 +167,13 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     for (int peer : local_peers) {
         if (!st || peer == t->rank_) continue;
         const std::string &entry = all[static_cast<size_t>(peer)];
-        size_t space = entry.find(' ');
-        if (space == std::string::npos) {
-            st = invalid_usage("rank %d announced a malformed shm segment '%s'", peer, entry.c_str());
+        long peer_pid = 0, peer_fd = 0;
+        if (!parse_shm_segment_entry(entry, &peer_pid, &peer_fd)) {
+            st = invalid_usage("rank %d announced a malformed shm segment '%.64s' (expected 'PID FD')", peer,
+                               entry.c_str());
             break;
         }
-        std::string path = "/proc/" + entry.substr(0, space) + "/fd/" + entry.substr(space + 1);
+        std::string path = format("/proc/%ld/fd/%ld", peer_pid, peer_fd);
         int pfd = open(path.c_str(), O_RDWR | O_CLOEXEC);
         if (pfd < 0) {
             st = errno_error(format("opening the shared memory of rank %d (%s); ranks that cannot see each other's "
@@ -174,8 +192,19 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
                               peer, static_cast<long long>(info.st_size), t->segment_bytes_);
             break;
         }
+        const auto *theirs = static_cast<const Segment *>(pmem);
+        if (theirs->magic != kSegmentMagic || theirs->owner_rank != static_cast<uint32_t>(peer) ||
+            theirs->owner_pid != peer_pid || theirs->nranks != static_cast<uint32_t>(t->nranks_) ||
+            theirs->channels != static_cast<uint32_t>(channels) || theirs->slots != static_cast<uint32_t>(t->slots_) ||
+            theirs->slot_bytes != t->slot_bytes_) {
+            munmap(pmem, t->segment_bytes_);
+            st = invalid_usage("the shared memory at %s is not rank %d's segment of this job with this layout "
+                               "(%d ranks, %d channels, %d slots of %zu bytes)",
+                               path.c_str(), peer, t->nranks_, channels, t->slots_, t->slot_bytes_);
+            break;
+        }
         t->segments_[static_cast<size_t>(peer)] = static_cast<Segment *>(pmem);
-        t->pids_[static_cast<size_t>(peer)] = std::atoi(entry.c_str());
+        t->pids_[static_cast<size_t>(peer)] = static_cast<pid_t>(peer_pid);
     }
     // Once every rank has mapped what it needs, the descriptor has served:
     // the mappings keep the memory alive.
