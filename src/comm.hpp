@@ -18,6 +18,7 @@
 #include "config.hpp"
 #include "engine.hpp"
 #include "selector.hpp"
+#include "shared_memory.hpp"
 #include "topology.hpp"
 #include "transport.hpp"
 
@@ -51,7 +52,10 @@ struct nnpccl_comm {
     nnpccl::Topology topology;
     std::unique_ptr<nnpccl::Selector> selector;
     std::vector<std::unique_ptr<nnpccl::Transport>> transports;
-    // With link emulation, a decorator over each transport; destroyed first.
+    // With link emulation: when each simulated link is next free, shared by
+    // the ranks of this host (the emulated transports point into it), and a
+    // decorator over each transport; destroyed first.
+    nnpccl::SharedRegion link_table;
     std::vector<std::unique_ptr<nnpccl::Transport>> emulated;
     std::vector<nnpccl::Transport *> route; // by peer: what the executor sends through
     std::unique_ptr<nnpccl::Engine> engine;

@@ -244,7 +244,27 @@ Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline 
 
 // Wraps every transport in a decorator that paces each peer's traffic to the
 // simulated links between the two ranks' chips.
-Status emulate_links(nnpccl_comm &comm) {
+// The ranks of a host share one table of when each simulated link is next
+// free, so transfers of different ranks over one link share its bandwidth
+// (as they would on the machine): the host's lowest rank makes it, the
+// others map it. Ranks on other hosts have tables of their own, so links
+// that ranks of two hosts both cross are not shared between them.
+Status share_link_table(nnpccl_comm &comm, const JobHosts &hosts, size_t links, const Deadline &deadline) {
+    const size_t bytes = std::max<size_t>(links, 1) * sizeof(std::atomic<int64_t>);
+    const int maker = hosts.local.front();
+    if (comm.rank == maker) NNPCCL_TRY(SharedRegion::create(bytes, "nnpccl-links", &comm.link_table));
+    std::vector<std::string> all;
+    NNPCCL_TRY(comm.bootstrap->allgather(comm.link_table.announcement(), deadline, &all));
+    if (comm.rank != maker)
+        NNPCCL_TRY(SharedRegion::map(all[static_cast<size_t>(maker)], bytes,
+                                     format("rank %d's table of emulated links", maker), &comm.link_table));
+    // Once every rank has mapped it, the mappings keep it.
+    Status mapped = comm.bootstrap->barrier(deadline);
+    comm.link_table.close_descriptor();
+    return mapped;
+}
+
+Status emulate_links(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
     EmulationModel model;
     for (const Link &link : comm.topology.machine().links()) model.links.push_back({link.gbps, link.latency_us});
     model.path.assign(static_cast<size_t>(comm.nranks), {});
@@ -255,13 +275,17 @@ Status emulate_links(nnpccl_comm &comm) {
     }
     model.scale = comm.settings.emulation.scale;
     NNPCCL_TRY(validate_emulation_model(model, comm.nranks));
+    NNPCCL_TRY(share_link_table(comm, hosts, model.links.size(), deadline));
+    EmulationOptions options;
+    options.shared_link_busy_until = static_cast<std::atomic<int64_t> *>(comm.link_table.data());
     for (auto &inner : comm.transports) {
-        comm.emulated.push_back(std::make_unique<EmulatedTransport>(inner.get(), comm.rank, model));
+        comm.emulated.push_back(std::make_unique<EmulatedTransport>(inner.get(), comm.rank, model, options));
         for (Transport *&hop : comm.route)
             if (hop == inner.get()) hop = comm.emulated.back().get();
     }
-    LOG_INFO("emulating the links of %s, %zu links, time scaled by %g", comm.topology.name().c_str(),
-             model.links.size(), model.scale);
+    LOG_INFO("emulating the links of %s, %zu links, time scaled by %g, their state shared by the %zu ranks of this "
+             "host",
+             comm.topology.name().c_str(), model.links.size(), model.scale, hosts.local.size());
     return Status::ok();
 }
 
@@ -287,7 +311,7 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     NNPCCL_TRY(load_machine(comm));
     NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline));
     NNPCCL_TRY(open_transports(comm, hosts, deadline));
-    if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm));
+    if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm, hosts, deadline));
     start_engine(comm);
     LOG_INFO("communicator ready: rank %d of %d, %d on this host, topology %s", comm.rank, comm.nranks,
              comm.facts.local_ranks, comm.topology.name().c_str());
@@ -324,6 +348,7 @@ Status nnpccl_comm::connect(const UniqueId &id, const StopSignal *stop) {
     // depends on something goes before it.
     engine.reset();
     emulated.clear();
+    link_table = SharedRegion();
     transports.clear();
     route.clear();
     selector.reset();

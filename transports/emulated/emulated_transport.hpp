@@ -39,8 +39,9 @@
 //   EmulationOptions::shared_link_busy_until lets the caller put the links'
 //   state in memory every rank on the host maps (one 64-bit atomic per link);
 //   reservations are then lock-free compare-and-swaps on that table and
-//   contention between local ranks is modelled exactly. Setting that memory
-//   up belongs to the communicator; ranks on other hosts cannot share it.
+//   contention between local ranks is modelled exactly. The communicator
+//   sets that memory up for the ranks of each host (src/init.cpp,
+//   share_link_table); ranks on other hosts cannot share it.
 // - The reservation is made at commit. A receiver slow to free its inner
 //   slots delays delivery, but the link does not get that time back (as a
 //   credit-stalled wire loses it).

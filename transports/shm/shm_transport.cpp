@@ -9,15 +9,14 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 
 #include "bootstrap.hpp"
 #include "bootstrap_wire.hpp"
 #include "log.hpp"
+#include "shared_memory.hpp"
 
 namespace nnpccl {
 
@@ -47,20 +46,6 @@ long futex(std::atomic<uint32_t> *addr, int op, uint32_t value, const timespec *
 }
 
 } // namespace
-
-bool parse_shm_segment_entry(const std::string &entry, long *pid, long *fd) {
-    if (entry.size() > 24) return false;
-    char *end = nullptr;
-    const char *text = entry.c_str();
-    if (!std::isdigit(static_cast<unsigned char>(*text))) return false;
-    errno = 0;
-    *pid = std::strtol(text, &end, 10);
-    if (errno != 0 || *end != ' ' || *pid <= 0 || *pid > (1L << 22)) return false;
-    text = end + 1;
-    if (!std::isdigit(static_cast<unsigned char>(*text))) return false;
-    *fd = std::strtol(text, &end, 10);
-    return errno == 0 && end == entry.c_str() + entry.size() && *fd >= 0 && *fd <= (1L << 30);
-}
 
 struct ShmTransport::Segment {
     uint64_t magic;
@@ -168,7 +153,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         if (!st || peer == t->rank_) continue;
         const std::string &entry = all[static_cast<size_t>(peer)];
         long peer_pid = 0, peer_fd = 0;
-        if (!parse_shm_segment_entry(entry, &peer_pid, &peer_fd)) {
+        if (!parse_pid_fd(entry, &peer_pid, &peer_fd)) {
             st = invalid_usage("rank %d announced a malformed shm segment '%.64s' (expected 'PID FD')", peer,
                                entry.c_str());
             break;

@@ -32,11 +32,6 @@ namespace nnpccl {
 
 class Bootstrap;
 
-// A peer's "PID FD" announcement of its segment, read strictly: two decimal
-// numbers in range (pid > 0), one space, nothing else, so the /proc path
-// built from it can name nothing but a descriptor of a process.
-bool parse_shm_segment_entry(const std::string &entry, long *pid, long *fd);
-
 class ShmTransport final : public Transport {
 public:
     // Collective over the bootstrap (every rank of the communicator calls it).
