@@ -165,6 +165,9 @@ Options parse_options(int argc, char **argv) {
                    "datatype and op, all checked, then ops, bytes, wrong values, RSS and fds")
         ->transform(whole_number(1))
         ->type_name("SECONDS");
+    app.add_option("--seed", o.soak_seed,
+                   "with --soak: replay the mix a soak printed as its seed (default: from the clock)")
+        ->type_name("N");
     app.add_option("--np", o.np,
                    "start N ranks on this host; without it the launcher's environment\n"
                    "(mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used")
@@ -245,7 +248,7 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
         nnpccl_comm_destroy(comm);
         return 2;
     }
-    int status = o.soak_seconds > 0      ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes)
+    int status = o.soak_seconds > 0     ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes, o.soak_seed)
                  : o.compare_rounds > 0 ? nnpccl_bench::run_compare(o, comm, rank, nranks)
                                         : nnpccl_bench::run_sweep(o, comm, rank, nranks);
     nnpccl_result_t rc = nnpccl_comm_destroy(comm);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -35,34 +36,72 @@ int open_fds() {
     return n;
 }
 
-int shm_segments() {
+// Mappings of nnpccl's shared memory (anonymous memfds: they show only in
+// /proc/self/maps, never in /dev/shm). Their number is fixed once the
+// communicator is up; one more per call would be a leak.
+int shm_mappings() {
     int n = 0;
-    if (DIR *d = opendir("/dev/shm")) {
-        while (dirent *e = readdir(d)) n += std::strncmp(e->d_name, "nnpccl-", 7) == 0;
-        closedir(d);
+    if (FILE *maps = std::fopen("/proc/self/maps", "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof line, maps) != nullptr) n += std::strstr(line, "memfd:nnpccl") != nullptr;
+        std::fclose(maps);
     }
     return n;
 }
 
-uint64_t sum_u64(nnpccl_comm_t comm, uint64_t v) {
-    uint64_t out = 0;
-    nnpccl_allreduce(&v, &out, 1, NNPCCL_UINT64, NNPCCL_SUM, comm);
-    return out;
-}
-
 constexpr size_t kGuard = 64;
+// How much a rank's RSS may grow from half time to the end. A leak grows
+// with the operation count; what warms up (buffers, queues, the schedule
+// cache) has done so by half time, give or take a few pages.
+constexpr long kRssGrowthKiB = 8 * 1024;
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NNPCCL_SOAK_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(NNPCCL_SOAK_ASAN)
+// AddressSanitizer holds freed memory in quarantine, so RSS grows without a
+// leak; its LeakSanitizer reports leaks at exit instead.
+constexpr bool kRssBounded = false;
+#else
+constexpr bool kRssBounded = true;
+#endif
+
+// What each rank found, summed over the ranks by one allreduce whose result
+// is itself checked: the soak's verdict must not rest on an unchecked call.
+enum Tally { kOnes, kRankSum, kWrong, kOutOfBounds, kRssGrown, kFdsChanged, kShmMappingsChanged, kTallies };
+
+bool sum_tallies(nnpccl_comm_t comm, int rank, int nranks, const uint64_t (&mine)[kTallies],
+                 uint64_t (&all)[kTallies]) {
+    nnpccl_result_t rc = nnpccl_allreduce(mine, all, kTallies, NNPCCL_UINT64, NNPCCL_SUM, comm);
+    if (rc != NNPCCL_SUCCESS) {
+        std::fprintf(stderr, "soak: rank %d: the final allreduce of the ranks' counts failed: %s\n", rank,
+                     nnpccl_get_last_error(comm));
+        return false;
+    }
+    const uint64_t n = static_cast<uint64_t>(nranks);
+    if (all[kOnes] != n || all[kRankSum] != n * (n + 1) / 2) {
+        std::fprintf(stderr,
+                     "soak: rank %d: the final allreduce of the ranks' counts is wrong: a one from each of %d ranks "
+                     "summed to %" PRIu64 ", ranks 1..%d to %" PRIu64 " (expected %" PRIu64 ")\n",
+                     rank, nranks, all[kOnes], nranks, all[kRankSum], n * (n + 1) / 2);
+        return false;
+    }
+    return true;
+}
 
 } // namespace
 
-int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t max_bytes) {
+int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t max_bytes, uint64_t seed) {
     // Every rank draws the same sequence: rank 0's seed, broadcast.
-    uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    if (seed == 0) seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     if (nnpccl_broadcast(&seed, &seed, 1, NNPCCL_UINT64, 0, comm) != NNPCCL_SUCCESS) return 1;
     std::mt19937_64 rng(seed);
     // Buffers for the largest call, allocated once, with a guard zone behind each.
     std::vector<unsigned char> send(max_bytes * static_cast<size_t>(nranks) + kGuard);
     std::vector<unsigned char> recv(max_bytes * static_cast<size_t>(nranks) + kGuard);
     const long rss_start = rss_kib();
+    const int shm_start = shm_mappings();
     // Buffers, transport slots, libfabric's buffer pools and the schedule
     // cache fill during the first operations (over the tcp provider, for
     // about a minute); a leak keeps growing with the operation count. So the
@@ -74,8 +113,8 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     uint64_t ops = 0, bytes = 0, wrong = 0, out_of_bounds = 0;
     // Not send and recv: a rank's random call would have no partner.
     const nnpccl_collective_t colls[] = {NNPCCL_COLL_ALLREDUCE, NNPCCL_COLL_REDUCE_SCATTER, NNPCCL_COLL_ALLGATHER,
-                                NNPCCL_COLL_BROADCAST, NNPCCL_COLL_REDUCE,        NNPCCL_COLL_BARRIER,
-                                NNPCCL_COLL_GATHER,    NNPCCL_COLL_SCATTER,       NNPCCL_COLL_ALLTOALL};
+                                         NNPCCL_COLL_BROADCAST, NNPCCL_COLL_REDUCE,         NNPCCL_COLL_BARRIER,
+                                         NNPCCL_COLL_GATHER,    NNPCCL_COLL_SCATTER,        NNPCCL_COLL_ALLTOALL};
     bool go_on = true;
     while (go_on) {
         nnpccl_check::CallShape s;
@@ -88,7 +127,8 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
         s.in_place = rng() % 2 == 0;
         const size_t es = nnpccl_datatype_size(s.dt);
         // Log-uniform sizes from one element to max_bytes, and some empty calls.
-        double exponent = std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(max_bytes / es)))(rng);
+        double exponent =
+            std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(max_bytes / es)))(rng);
         s.count = rng() % 16 == 0 ? 0 : static_cast<size_t>(std::exp2(exponent));
         const void *sp = nullptr;
         void *rp = nullptr;
@@ -116,7 +156,16 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
             // Rank 0 keeps the time; everyone stops together.
             double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             int32_t state[2] = {elapsed < seconds, elapsed >= seconds / 2}; // go on; warmed up
-            if (nnpccl_broadcast(state, state, 2, NNPCCL_INT32, 0, comm) != NNPCCL_SUCCESS) return 1;
+            if (nnpccl_broadcast(state, state, 2, NNPCCL_INT32, 0, comm) != NNPCCL_SUCCESS) {
+                std::fprintf(stderr, "soak: rank %d: broadcast of the go-on flag failed: %s\n", rank,
+                             nnpccl_get_last_error(comm));
+                return 1;
+            }
+            if ((state[0] != 0 && state[0] != 1) || (state[1] != 0 && state[1] != 1)) {
+                std::fprintf(stderr, "soak: rank %d: broadcast of the go-on flag gave %d %d, not flags\n", rank,
+                             state[0], state[1]);
+                return 1;
+            }
             go_on = state[0] != 0;
             if (state[1] != 0 && rss_before < 0) {
                 rss_before = rss_kib();
@@ -131,22 +180,56 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     }
     const long rss_after = rss_kib();
     const int fds_after = open_fds();
-    const uint64_t all_wrong = sum_u64(comm, wrong), all_oob = sum_u64(comm, out_of_bounds);
-    // Memory may grow a little while caches warm up; a leak grows with the operation count.
-    const uint64_t grown = sum_u64(comm, rss_after - rss_before > 8 * 1024 ? 1 : 0);
-    const uint64_t fd_leaks = sum_u64(comm, fds_after != fds_before ? 1 : 0);
+    const int shm_after = shm_mappings();
+    uint64_t mine[kTallies] = {};
+    mine[kOnes] = 1;
+    mine[kRankSum] = static_cast<uint64_t>(rank) + 1;
+    mine[kWrong] = wrong;
+    mine[kOutOfBounds] = out_of_bounds;
+    mine[kRssGrown] = kRssBounded && rss_after - rss_before > kRssGrowthKiB ? 1 : 0;
+    mine[kFdsChanged] = fds_after != fds_before ? 1 : 0;
+    mine[kShmMappingsChanged] = shm_after != shm_start ? 1 : 0;
+    if (mine[kRssGrown] != 0)
+        std::fprintf(stderr, "soak: rank %d: RSS grew from %ld KiB at half time to %ld KiB (bound: %ld KiB)\n", rank,
+                     rss_before, rss_after, kRssGrowthKiB);
+    if (mine[kFdsChanged] != 0)
+        std::fprintf(stderr, "soak: rank %d: %d open file descriptors at half time, %d at the end\n", rank, fds_before,
+                     fds_after);
+    uint64_t all[kTallies] = {};
+    const bool summed = sum_tallies(comm, rank, nranks, mine, all);
+    bool mine_failed = false;
+    for (int t = kWrong; t < kTallies; ++t) mine_failed = mine_failed || mine[t] != 0;
+    if (!summed) std::copy(std::begin(mine), std::end(mine), std::begin(all)); // report what this rank knows
+    // A rank that found something fails whatever the sum says.
+    bool failed = !summed || mine_failed;
+    for (int t = kWrong; t < kTallies; ++t) failed = failed || all[t] != 0;
     if (rank == 0) {
+        const char *scope = summed ? "" : " (rank 0 alone: the sum over ranks failed)";
         std::printf("# soak: %d ranks, %.1f s, seed %" PRIu64 "\n", nranks, elapsed, seed);
         std::printf("# operations      : %" PRIu64 " (%.0f per second)\n", ops, static_cast<double>(ops) / elapsed);
         std::printf("# bytes checked   : %" PRIu64 " per rank\n", bytes);
-        std::printf("# wrong values    : %" PRIu64 " %s\n", all_wrong, all_wrong == 0 ? "OK" : "FAILED");
-        std::printf("# out of bounds   : %" PRIu64 " %s\n", all_oob, all_oob == 0 ? "OK" : "FAILED");
-        std::printf("# rank 0 RSS      : %ld KiB at start, %ld KiB after warm-up, %ld KiB at the end%s\n", rss_start,
-                    rss_before, rss_after, grown == 0 ? "" : "  (some rank grew by more than 8 MiB after warm-up: FAILED)");
-        std::printf("# rank 0 open fds : %d after warm-up, %d at the end%s\n", fds_before, fds_after,
-                    fd_leaks == 0 ? "" : "  (some rank's count changed: FAILED)");
-        std::printf("# files in /dev/shm named nnpccl-*: %d\n", shm_segments());
+        std::printf("# wrong values    : %" PRIu64 " %s%s\n", all[kWrong], all[kWrong] == 0 ? "OK" : "FAILED", scope);
+        std::printf("# out of bounds   : %" PRIu64 " %s%s\n", all[kOutOfBounds],
+                    all[kOutOfBounds] == 0 ? "OK" : "FAILED", scope);
+        std::printf("# rank 0 RSS      : %ld KiB at start, %ld KiB at half time, %ld KiB at the end%s\n", rss_start,
+                    rss_before, rss_after, all[kRssGrown] == 0 ? "" : "  (FAILED: a rank grew by more than the bound)");
+        if (kRssBounded)
+            std::printf("# RSS bound       : %ld KiB of growth per rank from half time to the end\n", kRssGrowthKiB);
+        else
+            std::printf(
+                "# RSS bound       : none under AddressSanitizer (its quarantine grows; it checks leaks at exit)\n");
+        std::printf("# rank 0 open fds : %d at half time, %d at the end%s\n", fds_before, fds_after,
+                    all[kFdsChanged] == 0 ? "" : "  (FAILED: a rank's count changed)");
+        std::printf("# rank 0 shared-memory mappings: %d at start, %d at the end%s\n", shm_start, shm_after,
+                    all[kShmMappingsChanged] == 0 ? "" : "  (FAILED: a rank's count changed)");
+        std::printf("# soak %s\n", failed ? "FAILED" : "OK");
         std::fflush(stdout);
     }
-    return (all_wrong != 0 || all_oob != 0 || grown != 0 || fd_leaks != 0) ? 1 : 0;
+    if (mine_failed)
+        std::fprintf(stderr,
+                     "soak: rank %d FAILED: %" PRIu64 " wrong values, %" PRIu64 " written out of bounds%s%s%s\n", rank,
+                     wrong, out_of_bounds, mine[kRssGrown] != 0 ? ", RSS grew" : "",
+                     mine[kFdsChanged] != 0 ? ", file descriptors changed" : "",
+                     mine[kShmMappingsChanged] != 0 ? ", shared-memory mappings changed" : "");
+    return failed ? 1 : 0;
 }

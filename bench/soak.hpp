@@ -5,7 +5,10 @@
 // that a sweep of one collective does not.
 #pragma once
 
+#include <cstdint>
+
 #include "nnpccl.h"
 
 // Returns the exit status: 0 when every value was right and nothing grew.
-int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t max_bytes);
+// `seed` (rank 0's counts) picks the mix; 0 takes one from the clock.
+int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t max_bytes, uint64_t seed);

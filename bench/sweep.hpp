@@ -33,6 +33,7 @@ struct Options {
     int root = 0;
     int np = 0;
     double soak_seconds = 0;
+    uint64_t soak_seed = 0; // 0: from the clock
     std::string json_path;
     bool explain = false; // print the planner's predictions instead of running
     int compare_rounds = 0; // --compare: rounds of every algorithm interleaved, instead of the sweep

@@ -33,8 +33,12 @@ done
 if [ "$with_mpi" != with-mpi ]; then
     echo "note: dist_mlp was built without MPI: --backend mpi not run"
 else
+    # Open MPI's own launcher by name: with MPICH installed too, Debian's
+    # alternatives may make plain mpirun MPICH's.
+    launcher=mpirun
+    command -v mpirun.openmpi >/dev/null 2>&1 && launcher=mpirun.openmpi
     if out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-        mpirun -np 2 "$dist_mlp" --backend mpi --steps 100 --check 2>&1); then
+        "$launcher" -np 2 "$dist_mlp" --backend mpi --steps 100 --check 2>&1); then
         echo "ok: mpirun -np 2 dist_mlp --backend mpi --check"
     else
         echo "FAILED: mpirun -np 2 dist_mlp --backend mpi --check"

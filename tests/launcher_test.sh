@@ -1,30 +1,86 @@
 #!/bin/sh
 # ccl-bench started by the launchers users have, with no launcher of ours:
-# Open MPI's mpirun (4 ranks, oversubscribed, the data over nnpccl's own
-# transports: ccl-bench does not link MPI), and torchrun-style environments
-# set by a script, meeting at MASTER_ADDR:MASTER_PORT or, all ranks being on
-# this host, through the rendezvous file.
+# Open MPI's mpirun and MPICH's hydra mpiexec (4 ranks each, oversubscribed,
+# the data over nnpccl's own transports: ccl-bench does not link MPI, it
+# reads each launcher's environment through nnpccl_comm_init_from_env), and
+# torchrun-style environments set by a script, meeting at
+# MASTER_ADDR:MASTER_PORT or, all ranks being on this host, through the
+# rendezvous file.
+#
+# With both MPIs installed, Debian's alternatives decide which one `mpirun`
+# and `mpiexec` are, so each is called by its own name. A missing launcher
+# is skipped with a message, except under CI=true, where it fails: CI
+# installs both (tools/run-tests runs tools/install-deps --mpi), and a skip
+# there would hide that the test never ran.
 set -u
 bench=$1
 failed=0
-check_table() { # $1: label, $2: file with rank 0's output
-    if ! grep -q "Out of bounds values : 0 OK" "$2" || awk '$1 ~ /^[0-9]+$/ && ($9 != 0 || $13 != 0) {bad=1} END {exit !bad}' "$2"; then
+check_table() { # $1: label, $2: file with rank 0's output, $3: ranks, $4: rows of the sweep
+    # A launcher whose environment nnpccl misreads can still give a clean
+    # table: one of 1 rank per process. So the header must count them all.
+    if ! grep -q "^# ccl-bench [a-z_]*: nnpccl [^,]*, $3 ranks\$" "$2" || ! grep -q "Out of bounds values : 0 OK" "$2" ||
+        ! awk -v rows="$4" '$1 ~ /^[0-9]+$/ {n++; if ($9 != 0 || $13 != 0) bad = 1} END {exit bad || n != rows}' "$2"; then
         echo "FAILED: $1"; cat "$2"; failed=1
     else
         echo "ok: $1"
     fi
 }
+missing_launcher() { # $1: what is missing
+    if [ "${CI:-}" = true ]; then
+        echo "FAILED: $1 is not installed (CI=true: tools/install-deps --mpi should have installed it)"; failed=1
+    else
+        echo "skipped: $1 is not installed (tools/install-deps --mpi)"
+    fi
+}
 out=$(mktemp -d)
+# Rendezvous files made from here on are this test's, or a concurrent job's
+# that removes its own within moments.
+marker=$out/start
+: >"$marker"
 trap 'rm -rf "$out"' EXIT
+# A launcher that hangs (a rank waiting for a peer that never came) is cut
+# off well before meson's timeout, so the other launchers still get their turn.
+limit="timeout -k 5 90"
 
-if command -v mpirun >/dev/null 2>&1; then
+openmpi=
+if command -v mpirun.openmpi >/dev/null 2>&1; then
+    openmpi=mpirun.openmpi
+elif command -v mpirun >/dev/null 2>&1 && mpirun --version 2>&1 | grep -q "Open MPI"; then
+    openmpi=mpirun
+fi
+if [ -n "$openmpi" ]; then
     # Open MPI's own daemons talk over loopback too.
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-        OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo \
-        mpirun -np 4 "$bench" allreduce -b 8 -e 1M -f 16 -c 1 >"$out/mpirun" 2>&1 || failed=1
-    check_table "mpirun -np 4 ccl-bench allreduce" "$out/mpirun"
+        OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo NNPCCL_TIMEOUT=60 \
+        $limit "$openmpi" -np 4 "$bench" allreduce -b 8 -e 1M -f 16 -c 1 >"$out/openmpi" 2>&1 || {
+        echo "FAILED: $openmpi exited with status $?"; failed=1
+    }
+    check_table "Open MPI: $openmpi -np 4 ccl-bench allreduce" "$out/openmpi" 4 5
 else
-    echo "skipped: mpirun is not installed (tools/install-deps --peers)"
+    missing_launcher "Open MPI's mpirun (Debian: openmpi-bin)"
+fi
+
+mpich=
+for candidate in mpiexec.mpich mpiexec.hydra; do
+    if command -v "$candidate" >/dev/null 2>&1; then
+        mpich=$candidate
+        break
+    fi
+done
+if [ -z "$mpich" ] && command -v mpiexec >/dev/null 2>&1 && mpiexec --version 2>&1 | grep -q HYDRA; then
+    mpich=mpiexec
+fi
+if [ -n "$mpich" ]; then
+    # Hydra starts local ranks by fork (no ssh to this host). Its ranks get
+    # PMI_RANK, PMI_SIZE and MPI_LOCALNRANKS, and no job id: they meet
+    # through the rendezvous file named after their common parent.
+    NNPCCL_TIMEOUT=60 $limit "$mpich" -launcher fork -n 4 "$bench" reduce_scatter -b 8 -e 1M -f 16 -c 1 \
+        >"$out/mpich" 2>&1 || {
+        echo "FAILED: $mpich exited with status $?"; failed=1
+    }
+    check_table "MPICH: $mpich -n 4 ccl-bench reduce_scatter" "$out/mpich" 4 5
+else
+    missing_launcher "MPICH's mpiexec (Debian: mpich)"
 fi
 
 run_torchrun_style() { # $1: label, then env assignments shared by all ranks
@@ -37,10 +93,19 @@ run_torchrun_style() { # $1: label, then env assignments shared by all ranks
         pids="$pids $!"
     done
     for pid in $pids; do wait "$pid" || failed=1; done
-    check_table "$label" "$out/t.0"
+    check_table "$label" "$out/t.0" 3 5
 }
 run_torchrun_style "torchrun-style env at MASTER_ADDR:MASTER_PORT" MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29000 + $$ % 1000))
 run_torchrun_style "torchrun-style env, one host, no address" LOCAL_WORLD_SIZE=3
-leftover=$(ls /tmp/nnpccl-"$(id -u)"-* 2>/dev/null | wc -l)
-[ "$leftover" -eq 0 ] || { echo "FAILED: rendezvous files left in /tmp"; failed=1; }
+
+# Files are removed once every rank has joined; another job's may be
+# present for a moment, so only files newer than this test's start that
+# outlive a few seconds count.
+left=
+for _ in 1 2 3 4 5; do
+    left=$(find /tmp/. ! -name . -prune -name "nnpccl-$(id -u)-*" -newer "$marker" -print)
+    [ -z "$left" ] && break
+    sleep 1
+done
+[ -z "$left" ] || { echo "FAILED: rendezvous files left in /tmp: $left"; failed=1; }
 exit "$failed"

@@ -96,6 +96,36 @@ TEST_CASE("launcher environments give rank, size and root", "[config]") {
         CHECK(env.size == 3);
         CHECK(env.launcher == "Open MPI");
     }
+    SECTION("MPICH's hydra mpiexec, every rank on this host: they meet through one file") {
+        // What mpiexec.hydra -n 4 exports on one host (and nothing that names the job).
+        ScopedEnv r("PMI_RANK", "3"), w("PMI_SIZE", "4"), lr("MPI_LOCALRANKID", "3"), ln("MPI_LOCALNRANKS", "4"),
+            fd("PMI_FD", "6");
+        REQUIRE(read_launch_env(&env).is_ok());
+        CHECK(env.launcher == "MPICH");
+        CHECK(env.rank == 3);
+        CHECK(env.size == 4);
+        CHECK(env.root.empty());
+        CHECK_THAT(env.rendezvous_file, Catch::StartsWith("/tmp/nnpccl-"));
+        // Rank 0 of the same job (same parent, the hydra proxy) names the same file.
+        ScopedEnv r0("PMI_RANK", "0"), lr0("MPI_LOCALRANKID", "0"), fd0("PMI_FD", "9");
+        LaunchEnv rank0;
+        REQUIRE(read_launch_env(&rank0).is_ok());
+        CHECK(rank0.rank == 0);
+        CHECK(rank0.rendezvous_file == env.rendezvous_file);
+    }
+    SECTION("MPICH across hosts needs an address, and takes NNPCCL_ROOT") {
+        ScopedEnv r("PMI_RANK", "5"), w("PMI_SIZE", "8"), lr("MPI_LOCALRANKID", "1"), ln("MPI_LOCALNRANKS", "4");
+        Status st = read_launch_env(&env);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(st.message(), Catch::Contains("NNPCCL_ROOT"));
+        ScopedEnv root("NNPCCL_ROOT", "host-a:29500");
+        REQUIRE(read_launch_env(&env).is_ok());
+        CHECK(env.launcher == "MPICH");
+        CHECK(env.rank == 5);
+        CHECK(env.size == 8);
+        CHECK(env.root == "host-a:29500");
+        CHECK(env.rendezvous_file.empty());
+    }
     SECTION("a rank beyond the size is an error naming the variables") {
         ScopedEnv r("PMI_RANK", "5"), w("PMI_SIZE", "2"), root("NNPCCL_ROOT", "localhost:4000");
         Status st = read_launch_env(&env);
