@@ -1,7 +1,10 @@
 // Reads rank, size and the rendezvous address from the launchers users
-// already have: torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open
-// MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's hydra mpiexec (PMI_RANK,
-// PMI_SIZE) and Slurm's srun (SLURM_PROCID, SLURM_NTASKS).
+// already have: torchrun and Kubeflow's PyTorchJob (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), a Kubernetes Indexed Job (JOB_COMPLETION_INDEX,
+// with WORLD_SIZE and the root's address from the manifest), Open MPI's
+// mpirun and Kubeflow's MPIJob (OMPI_COMM_WORLD_*), MPICH's hydra mpiexec
+// (PMI_RANK, PMI_SIZE) and Slurm's srun (SLURM_PROCID, SLURM_NTASKS).
+// docs/clusters.md shows each in a manifest.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +31,9 @@ struct LauncherVars {
 
 const LauncherVars kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
+    // After torchrun: torchrun started inside an Indexed Job's pod numbers
+    // its own processes.
+    {"Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
     {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
     {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"},
@@ -63,18 +69,27 @@ JobSecret derive_secret(const std::string &material) {
 
 Status read_launch_env(LaunchEnv *out) {
     LaunchEnv env;
+    // The first launcher whose rank is set is the one; a size without any
+    // rank is a half-set environment, named as such.
     for (const LauncherVars &l : kLaunchers) {
         std::string rank = env_string(l.rank), size = env_string(l.size);
-        if (rank.empty() && size.empty()) continue;
+        if (rank.empty()) continue;
         if (!parse_int(rank, &env.rank) || !parse_int(size, &env.size) || env.size < 1 || env.rank >= env.size)
             return invalid_argument("%s=%s and %s=%s (%s) are not a rank below a size", l.rank, rank.c_str(), l.size,
                                     size.c_str(), l.name);
         env.launcher = l.name;
         break;
     }
-    if (env.launcher.empty())
+    if (env.launcher.empty()) {
+        for (const LauncherVars &l : kLaunchers)
+            if (!env_string(l.size).empty())
+                return invalid_argument(
+                    "%s=%s is set but no rank is (%s for %s%s)", l.size, env_string(l.size).c_str(), l.rank, l.name,
+                    std::strcmp(l.size, "WORLD_SIZE") == 0 ? ", or JOB_COMPLETION_INDEX in a Kubernetes Indexed Job"
+                                                           : "");
         return invalid_argument("no launcher environment found: set RANK and WORLD_SIZE, or run under mpirun, "
-                                "mpiexec or srun");
+                                "mpiexec, srun or a Kubernetes Indexed Job");
+    }
     int local_size = -1;
     for (const LauncherVars &l : kLaunchers)
         if (env.launcher == l.name) parse_int(env_string(l.local_size), &local_size);

@@ -15,7 +15,7 @@ namespace nnpccl {
 struct LaunchEnv {
     int rank = -1;
     int size = -1;
-    std::string launcher; // "torchrun", "Open MPI", "MPICH", "Slurm"
+    std::string launcher; // "torchrun", "Kubernetes Indexed Job", "Open MPI", "MPICH", "Slurm"
     std::string root;     // host:port
     JobSecret secret{};
     // Set instead of `root` when every rank is on this host and no address

@@ -89,6 +89,27 @@ TEST_CASE("launcher environments give rank, size and root", "[config]") {
         CHECK(env.root == "127.0.0.1:29500");
         CHECK(env.launcher == "torchrun");
     }
+    SECTION("a Kubernetes Indexed Job: the completion index is the rank") {
+        ScopedEnv i("JOB_COMPLETION_INDEX", "2"), w("WORLD_SIZE", "4"), root("NNPCCL_ROOT", "train-0.train:29500");
+        REQUIRE(read_launch_env(&env).is_ok());
+        CHECK(env.launcher == "Kubernetes Indexed Job");
+        CHECK(env.rank == 2);
+        CHECK(env.size == 4);
+        CHECK(env.root == "train-0.train:29500");
+        SECTION("torchrun inside the pod numbers its own processes") {
+            ScopedEnv r("RANK", "5"), w8("WORLD_SIZE", "8");
+            REQUIRE(read_launch_env(&env).is_ok());
+            CHECK(env.launcher == "torchrun");
+            CHECK(env.rank == 5);
+        }
+    }
+    SECTION("a size without a rank names what is missing") {
+        ScopedEnv w("WORLD_SIZE", "4"), root("NNPCCL_ROOT", "localhost:4000");
+        Status st = read_launch_env(&env);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK(st.message() == "WORLD_SIZE=4 is set but no rank is (RANK for torchrun, or JOB_COMPLETION_INDEX in a "
+                              "Kubernetes Indexed Job)");
+    }
     SECTION("Open MPI with NNPCCL_ROOT") {
         ScopedEnv r("OMPI_COMM_WORLD_RANK", "1"), w("OMPI_COMM_WORLD_SIZE", "3"), root("NNPCCL_ROOT", "localhost:4000");
         REQUIRE(read_launch_env(&env).is_ok());
