@@ -313,6 +313,9 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
         // The last messages may still be leaving this rank: let them go first.
         st = comm->engine->close(Deadline::after_seconds(comm->settings.timeout_sec));
         comm->bootstrap->say_goodbye();
+        // Nothing runs any more: this rank's timeline (NNPCCL_TRACE) goes to its file.
+        if (comm->trace != nullptr)
+            if (Status traced = comm->trace->write(); !traced && st) st = traced;
     }
     guard.release();
     free_comm(comm);
@@ -329,6 +332,7 @@ nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
     if (comm->init_state.load() == nnpccl_comm::InitState::Ready)
         comm->engine->abort(remote_error("rank %d aborted the communicator (nnpccl_comm_abort)", comm->rank));
     guard.release();
+    // Its timeline (NNPCCL_TRACE) is written as it is freed, once no thread drives its engine.
     free_comm(comm);
     return NNPCCL_SUCCESS;
 }

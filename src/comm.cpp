@@ -10,6 +10,15 @@
 
 using namespace nnpccl;
 
+nnpccl_comm::~nnpccl_comm() {
+    // After an abort the progress thread may still be driving, into the
+    // trace: the engine is stopped before the trace is read. The rest goes
+    // in the members' order, as without a trace.
+    if (trace == nullptr || engine == nullptr || trace->written()) return;
+    engine.reset();
+    if (Status written = trace->write(); !written) LOG_WARN("%s", written.message().c_str());
+}
+
 void nnpccl_comm::complete(Call *call) const { complete_call(call, rank, nranks, settings.planning.chunk_bytes); }
 
 void nnpccl_comm::set_last_error(const std::string &message) {
@@ -74,7 +83,7 @@ void nnpccl_comm::attach_run(Operation &op, std::shared_ptr<const Schedule> sche
                              const Announcement &announcement) {
     op.scratch = scratch_pool->acquire(schedule->scratch_elems * call.elem_size);
     op.run = std::make_unique<ScheduleRun>(std::move(schedule), call, op.scratch.get(), announcement, route,
-                                           reduce_scratch.data());
+                                           reduce_scratch.data(), trace);
 }
 
 Status nnpccl_comm::start(const Call &call, bool background, std::shared_ptr<Operation> *out) {

@@ -20,6 +20,7 @@
 #include "selector.hpp"
 #include "shared_memory.hpp"
 #include "topology.hpp"
+#include "trace.hpp"
 #include "transport.hpp"
 
 namespace nnpccl {
@@ -45,6 +46,10 @@ struct nnpccl_comm {
     // returns to them.
     std::shared_ptr<const nnpccl::AlgoOverride> configured_algorithms;
     size_t message_bytes = 0; // a transport slot: a chunk and the descriptor ahead of it
+    // The timeline NNPCCL_TRACE asks for (src/trace.hpp), made by prepare();
+    // null without one. Every operation's run records into it; destroy, or
+    // the destructor after an abort, writes it.
+    std::shared_ptr<nnpccl::TraceRecorder> trace;
 
     // Made by init (init.cpp), in this order; released in reverse.
     std::unique_ptr<nnpccl::Bootstrap> bootstrap;
@@ -86,6 +91,13 @@ struct nnpccl_comm {
     nnpccl::Status init_failure; // written before init_state turns Failed
     std::thread init_thread;
     nnpccl::StopSignal init_stop; // abort raises it to end the init's waits
+
+    nnpccl_comm() = default;
+    nnpccl_comm(const nnpccl_comm &) = delete;
+    nnpccl_comm &operator=(const nnpccl_comm &) = delete;
+    // With a timeline not written yet (an abort), stops the engine first and
+    // then writes it (comm.cpp).
+    ~nnpccl_comm();
 
     // Init (init.cpp). The first step, which needs no other rank: checks
     // the config and resolves the settings.

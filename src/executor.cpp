@@ -12,11 +12,11 @@ namespace nnpccl {
 
 ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
                          const Announcement &announcement, const std::vector<Transport *> &route,
-                         unsigned char *message_scratch)
+                         unsigned char *message_scratch, std::shared_ptr<TraceRecorder> trace)
     : schedule_(std::move(schedule)), call_(call), scratch_(scratch), announcement_(announcement),
       elem_size_(datatype_size(call.datatype)), route_(route), cursor_(schedule_->channels.size(), 0),
-      message_scratch_(message_scratch),
-      announced_(route.size() * schedule_->channels.size(), 0), verified_(route.size() * schedule_->channels.size(), 0) {}
+      message_scratch_(message_scratch), announced_(route.size() * schedule_->channels.size(), 0),
+      verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {}
 
 std::string describe(const OperationDescriptor &d) {
     const bool known = d.collective < std::size(kAllCollectives);
@@ -35,7 +35,31 @@ std::string describe(const OperationDescriptor &d) {
 bool ScheduleRun::finished() const {
     for (size_t c = 0; c < cursor_.size(); ++c)
         if (cursor_[c] < schedule_->channels[c].size()) return false;
-    return std::all_of(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); });
+    const bool done = std::all_of(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); });
+    if (done && trace_ != nullptr && !traced_.ended) {
+        const int64_t now = trace_now_ns();
+        if (!traced_.begun) trace_begin(now); // a run with nothing to do
+        trace_->end_operation(traced_.op, now);
+        traced_.ended = true;
+    }
+    return done;
+}
+
+void ScheduleRun::trace_begin(int64_t now_ns) const {
+    traced_.begun = true;
+    const size_t channels = schedule_->channels.size();
+    if (channels > std::size(traced_.few)) traced_.many.resize(channels);
+    traced_.ready_ns = channels > std::size(traced_.few) ? traced_.many.data() : traced_.few;
+    std::fill(traced_.ready_ns, traced_.ready_ns + channels, now_ns);
+    traced_.op = trace_->begin_operation(announcement_.descriptor, schedule_->algorithm, call_bytes(call_),
+                                         schedule_->step_count(), now_ns);
+}
+
+void ScheduleRun::trace_step(int channel, const Step &step, size_t bytes, int64_t start_ns) {
+    const int64_t now = trace_now_ns();
+    int64_t &ready = traced_.ready_ns[channel];
+    trace_->step(traced_.op, channel, cursor_[static_cast<size_t>(channel)], step, bytes, ready, start_ns, now);
+    ready = now;
 }
 
 bool ScheduleRun::in_flight_overlaps(const char *begin, const char *end) const {
@@ -108,6 +132,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         if (slot == nullptr) return false;
         if (send_from == nullptr) out = static_cast<char *>(slot) + (send_descriptor ? kDescriptorBytes : 0);
     }
+    // Everything the step needs is here: from now on it runs.
+    const int64_t ran_ns = trace_ != nullptr ? trace_now_ns() : 0;
     if (step.count == 0) {
         // A zero-byte message (the barrier's signal) carries no data to touch.
     } else if (rx != nullptr && step.has(kReduce)) {
@@ -144,11 +170,13 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         }
         announced_[stream_index(step.send_peer, channel)] = 1;
     }
+    if (trace_ != nullptr) trace_step(channel, step, bytes, ran_ns);
     return true;
 }
 
 Status ScheduleRun::advance(size_t *progressed) {
     *progressed = 0;
+    if (trace_ != nullptr && !traced_.begun) trace_begin(trace_now_ns());
     in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); }),
                      in_flight_.end());
     Status status;

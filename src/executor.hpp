@@ -14,6 +14,7 @@
 #include "nnpccl.h"
 #include "schedule.hpp"
 #include "status.hpp"
+#include "trace.hpp"
 #include "transport.hpp"
 
 namespace nnpccl {
@@ -56,14 +57,17 @@ public:
     // `scratch` holds the schedule's scratch_elems elements. `route[peer]`
     // is the transport that reaches peer. `message_scratch` holds one
     // message (the largest a route carries); runs that are driven one at a
-    // time may share it.
+    // time may share it. With `trace` (NNPCCL_TRACE) the run records the
+    // operation and each step as it runs (src/trace.hpp).
     ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
-                const Announcement &announcement, const std::vector<Transport *> &route,
-                unsigned char *message_scratch);
+                const Announcement &announcement, const std::vector<Transport *> &route, unsigned char *message_scratch,
+                std::shared_ptr<TraceRecorder> trace = nullptr);
 
     // Runs every step that can run now; *progressed counts them. An error
     // (a message of the wrong size, say) ends the run.
     Status advance(size_t *progressed);
+    // With a trace, the first call that sees the run finished ends its
+    // operation's event.
     bool finished() const;
     // What the run is waiting for, for timeout messages: "rank 3 (recv, channel 0, step 5 of 40)".
     std::string blocked_on() const;
@@ -101,6 +105,24 @@ private:
     };
     std::vector<InPlaceSend> in_flight_;
     bool in_flight_overlaps(const char *begin, const char *end) const;
+
+    // The timeline, when NNPCCL_TRACE asks for one (null otherwise: a branch
+    // per step is all it costs then). The operation's event begins at the
+    // first advance (or finished) and ends when finished() first holds; a
+    // step is ready when the one before it on its channel ended, runs once
+    // all it needs is there, and ends when its send is committed.
+    std::shared_ptr<TraceRecorder> trace_;
+    struct Traced {
+        bool begun = false;
+        bool ended = false;
+        uint32_t op = TraceRecorder::kNoOperation;
+        int64_t *ready_ns = nullptr; // per channel: in `few`, or in `many` for more channels
+        int64_t few[8];
+        std::vector<int64_t> many;
+    };
+    mutable Traced traced_;
+    void trace_begin(int64_t now_ns) const;
+    void trace_step(int channel, const Step &step, size_t bytes, int64_t start_ns);
 };
 
 } // namespace nnpccl

@@ -306,6 +306,9 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     NNPCCL_TRY(Bootstrap::join(id, comm.rank, comm.nranks, deadline, &comm.bootstrap, stop));
     JobHosts hosts;
     NNPCCL_TRY(learn_hosts(comm, deadline, &hosts));
+    // The job's timeline starts afresh on each host, before the next
+    // collective step: no rank writes to it before init has ended everywhere.
+    if (comm.trace != nullptr && comm.rank == hosts.local.front()) NNPCCL_TRY(comm.trace->start_file());
     double ranks_per_core = 1;
     NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
     NNPCCL_TRY(load_machine(comm));
@@ -329,6 +332,7 @@ Status nnpccl_comm::prepare(int nranks, int rank, const nnpccl_config_t *config,
     // operation, the operation's descriptor.
     comm->message_bytes = comm->settings.planning.chunk_bytes + kDescriptorBytes;
     NNPCCL_TRY(parse_forced_algorithms(comm->settings.planning, &comm->configured_algorithms));
+    if (!comm->settings.trace.empty()) NNPCCL_TRY(TraceRecorder::open(comm->settings.trace, rank, &comm->trace));
     set_log_rank(rank);
     *out = std::move(comm);
     return Status::ok();

@@ -77,6 +77,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     }
     s.planning.algorithms = env_string("NNPCCL_ALGO");
     s.planning.tuning_file = env_string("NNPCCL_TUNING_FILE");
+    s.trace = env_string("NNPCCL_TRACE"); // whether it can be written is init's check (nnpccl_comm::prepare)
     std::string chunk = env_string("NNPCCL_CHUNK_SIZE");
     if (!chunk.empty()) {
         auto bytes = parse_size(chunk);

@@ -48,6 +48,9 @@ struct Settings {
     int spin_us = -1;      // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
     std::string pin;       // NNPCCL_PIN: auto (default), off, or a CPU list
     bool blocking = true;  // config->blocking only: false = init builds the communicator in the background
+    // NNPCCL_TRACE: a file for the timeline of every operation and step
+    // (src/trace.hpp), in Chrome's trace-event JSON; empty = no timeline.
+    std::string trace;
     ShmOptions shm;
     OfiOptions ofi;
     PlanningOptions planning;
