@@ -180,9 +180,12 @@ void Engine::fail_locked_queue(const Status &why) {
         doomed.swap(queue_);
     }
     for (Transport *t : transports_) t->announce_abort(failure());
+    // The peers hear why before a transport drops its connections (ofi's
+    // forget_caller_memory() closes the endpoint), which they would
+    // otherwise take for this rank's own failure.
+    if (first && failure_hook_) failure_hook_(why);
     // The doomed operations' callers may free their buffers once told.
     for (Transport *t : transports_) t->forget_caller_memory();
-    if (first && failure_hook_) failure_hook_(why);
     Status reason = failure();
     for (auto &op : doomed) finish(op, reason);
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "bootstrap.hpp"
@@ -33,6 +34,32 @@ uint64_t make_tag(int src_rank, int channel, uint64_t seq) {
     return (static_cast<uint64_t>(src_rank) << (kSeqBits + kChannelBits)) |
            (static_cast<uint64_t>(channel) << kSeqBits) | (seq & kSeqMask);
 }
+
+// Signs of life (see check_peers()) are empty messages whose tag has this
+// bit, above the 60 bits of a data tag, and the sender's rank where data
+// tags have it; so one receive that ignores every other bit takes them from
+// every peer, and neither kind of receive can take the other's messages.
+constexpr uint64_t kBeatBit = uint64_t{1} << 60;
+constexpr uint64_t kBeatIgnore = ~kBeatBit;
+// With this bit too, the sign of life is a farewell: the sender destroyed its
+// communicator cleanly, and its silence from then on is no fault.
+constexpr uint64_t kFarewellBit = uint64_t{1} << 61;
+constexpr int kBeatReceives = 8;
+// A rank waiting on its peers says it is alive this often, once this
+// transport has been quiet for kBeatAfter: well within the half second (at
+// the least) of silence after which a timeout's message names a peer (a
+// timeout is 1 s or more), and a round of nranks empty messages costs
+// nothing beside a wait that long. Not sooner: a sign of life may be the
+// first message to a peer, and so open a connection, and a wait cut short
+// by a failure elsewhere should not open connections while the job goes
+// down (see close_endpoint()).
+constexpr auto kBeatPeriod = std::chrono::milliseconds(250);
+constexpr auto kBeatAfter = std::chrono::milliseconds(400);
+// How long a broken connection waits for the bootstrap to say whose fault
+// it is (see check_peers()).
+constexpr auto kErrorGrace = std::chrono::seconds(1);
+
+int beat_sender(uint64_t tag) { return static_cast<int>((tag >> (kSeqBits + kChannelBits)) & 0xffff); }
 
 std::string fi_message(int rc) { return fi_strerror(rc < 0 ? -rc : rc); }
 
@@ -64,6 +91,7 @@ struct SlotOp {
     uint64_t seq;   // the stream sequence number (and so the tag) of the current operation
     const void *data = nullptr; // send in place: the caller's bytes that follow the slot's
     size_t data_bytes = 0;
+    bool beat = false; // a sign of life, not a stream's message: `stream` is null
 };
 
 struct Stream {
@@ -102,6 +130,17 @@ struct OfiTransport::Impl {
     uint64_t events = 0;
     bool cq_can_block = false;
     Status error;
+    Clock::time_point error_at{};
+    // Signs of life: the receives that take them, one send per peer (only
+    // one in flight, so a stopped peer's unread ones never pile up in the
+    // provider), and when each peer was last heard from.
+    std::vector<SlotOp> beat_recvs;
+    std::vector<SlotOp> beat_sends;
+    std::vector<Clock::time_point> heard;
+    std::vector<char> departed;
+    Clock::time_point last_beat{};
+    Clock::time_point quiet_since{};
+    uint64_t events_at_check = 0;
 
     // Takes completions: from fi_cq_read, or, with timeout_ms > 0 on a
     // blockable queue, from fi_cq_sread.
@@ -111,12 +150,15 @@ struct OfiTransport::Impl {
     Stream &stream(int peer, int channel);
     bool post_send(SlotOp *op);
     bool post_recv(SlotOp *op);
+    void beat();
+    void farewell();
     void repost_pending();
     Status register_buffer(void *buf, size_t len, uint64_t access, fid_mr **mr, void **desc);
     void close_endpoint();
     void record_error(const Status &st) {
         if (error.is_ok()) {
             error = st;
+            error_at = Clock::now();
             LOG_WARN("%s", st.message().c_str());
         }
     }
@@ -131,14 +173,29 @@ void OfiTransport::Impl::close_endpoint() {
         for (auto *ops : {&entry.second->recv_ops, &entry.second->send_ops})
             for (SlotOp &op : *ops)
                 if (op.busy) fi_cancel(&ep->fid, &op.ctx);
+    for (auto *ops : {&beat_recvs, &beat_sends})
+        for (SlotOp &op : *ops)
+            if (op.busy) fi_cancel(&ep->fid, &op.ctx);
+    // A few turns of progress with nothing left to complete, too: the net
+    // provider of libfabric 1.17 never closes a connection it has accepted
+    // but whose request it has not read when the endpoint closes (the TODO
+    // in xnet_pep_close), so each one a peer opened just before it died,
+    // or just before this rank failed, stayed open in this process (the
+    // chaos test saw them, in CLOSE_WAIT). A turn accepts what has arrived
+    // and reads the request, or the end, of what the turn before accepted.
     Deadline drained = Deadline::after_seconds(0.2);
     fi_cq_tagged_entry entries[16];
     fi_cq_err_entry err{};
-    while (!drained.passed()) {
+    for (int quiet_turns = 0; quiet_turns < 3 && !drained.passed();) {
         ssize_t n = fi_cq_read(cq, entries, 16);
-        if (n == -FI_EAVAIL) fi_cq_readerr(cq, &err, 0);
-        else if (n == -FI_EAGAIN) break;
-        else if (n < 0) break;
+        if (n == -FI_EAVAIL) {
+            fi_cq_readerr(cq, &err, 0);
+        } else if (n == -FI_EAGAIN) {
+            ++quiet_turns;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        } else if (n < 0) {
+            break;
+        }
     }
     fi_close(&ep->fid);
     ep = nullptr;
@@ -246,13 +303,67 @@ bool OfiTransport::Impl::post_send(SlotOp *op) {
 }
 
 bool OfiTransport::Impl::post_recv(SlotOp *op) {
-    Stream &s = *op->stream;
     if (ep == nullptr) return true; // closed after a failure
+    if (op->beat) {
+        ssize_t rc = fi_trecv(ep, nullptr, 0, nullptr, FI_ADDR_UNSPEC, kBeatBit, kBeatIgnore, &op->ctx);
+        if (rc == -FI_EAGAIN) return false;
+        if (rc != 0) op->busy = false; // without signs of life a timeout names no peer; nothing else is lost
+        return true;
+    }
+    Stream &s = *op->stream;
     ssize_t rc = fi_trecv(ep, s.recv_mem + op->index * slot_bytes, slot_bytes, s.recv_desc, FI_ADDR_UNSPEC,
                           make_tag(s.peer, s.channel, op->seq), 0, &op->ctx);
     if (rc == -FI_EAGAIN) return false;
     if (rc != 0) record_error(system_error("ofi: posting a receive from rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
     return true;
+}
+
+void OfiTransport::Impl::beat() {
+    const Clock::time_point now = Clock::now();
+    if (events != events_at_check) {
+        events_at_check = events;
+        quiet_since = now;
+    }
+    if (ep == nullptr || !error.is_ok() || now - quiet_since < kBeatAfter || now - last_beat < kBeatPeriod) return;
+    last_beat = now;
+    for (int peer = 0; peer < nranks; ++peer) {
+        SlotOp &op = beat_sends[static_cast<size_t>(peer)];
+        if (peer == rank || op.busy) continue;
+        // A peer that cannot be reached is found dead by the liveness
+        // checks, which name it; a failed sign of life says nothing more.
+        ssize_t rc = fi_tsend(ep, nullptr, 0, nullptr, addrs[static_cast<size_t>(peer)],
+                              kBeatBit | make_tag(rank, 0, 0), &op.ctx);
+        op.busy = rc == 0;
+    }
+}
+
+// Only to the peers this rank has exchanged messages with: their
+// connections exist, and one opened now, as its peers close theirs too,
+// could be one libfabric leaks (see close_endpoint()). A peer that never
+// heard from this rank is not waiting for it either.
+void OfiTransport::Impl::farewell() {
+    std::set<int> unsent, sent;
+    for (auto &entry : streams) unsent.insert(entry.first.first);
+    const Deadline until = Deadline::after_seconds(0.1);
+    while (ep != nullptr && error.is_ok() && !until.passed()) {
+        for (auto it = unsent.begin(); it != unsent.end();) {
+            SlotOp &op = beat_sends[static_cast<size_t>(*it)];
+            // A sign of life still in flight goes first.
+            if (!op.busy && fi_tsend(ep, nullptr, 0, nullptr, addrs[static_cast<size_t>(*it)],
+                                     kBeatBit | kFarewellBit | make_tag(rank, 0, 0), &op.ctx) == 0) {
+                op.busy = true;
+                sent.insert(*it);
+                it = unsent.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        if (unsent.empty() && std::none_of(sent.begin(), sent.end(),
+                                           [&](int peer) { return beat_sends[static_cast<size_t>(peer)].busy; }))
+            return;
+        read_completions(0);
+        std::this_thread::yield();
+    }
 }
 
 void OfiTransport::Impl::repost_pending() {
@@ -340,11 +451,19 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     if (rc != 0) return system_error("ofi: opening %s: %s", impl->description.c_str(), fi_message(rc).c_str());
     // A completion queue we can block on, so a waiting rank sleeps inside
     // the provider (which then progresses the transfer) instead of napping
-    // between polls; providers without wait objects get a polled one.
+    // between polls; providers without wait objects get a polled one. Only
+    // a wait on descriptors, whose waits end at their timeout, as every wait
+    // here must: what FI_WAIT_UNSPEC gives may not (libfabric 1.17's shm
+    // provider makes it FI_WAIT_YIELD, whose fi_cq_sread ignores its timeout
+    // and spins until a completion comes, so a rank waiting on a stopped or
+    // dead peer never reached its deadline). net's own choice is POLLFD.
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.wait_obj = FI_WAIT_UNSPEC;
-    rc = fi_cq_open(impl->domain, &cq_attr, &impl->cq, nullptr);
+    for (fi_wait_obj wait : {FI_WAIT_POLLFD, FI_WAIT_FD}) {
+        cq_attr.wait_obj = wait;
+        rc = fi_cq_open(impl->domain, &cq_attr, &impl->cq, nullptr);
+        if (rc == 0) break;
+    }
     impl->cq_can_block = rc == 0;
     if (rc != 0) {
         cq_attr.wait_obj = FI_WAIT_NONE;
@@ -385,6 +504,16 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     int inserted = fi_av_insert(impl->av, names.data(), static_cast<size_t>(impl->nranks), impl->addrs.data(), 0, nullptr);
     if (inserted != impl->nranks)
         return system_error("ofi: fi_av_insert took %d of %d addresses", inserted, impl->nranks);
+    impl->heard.assign(static_cast<size_t>(impl->nranks), Clock::now());
+    impl->departed.assign(static_cast<size_t>(impl->nranks), 0);
+    impl->quiet_since = Clock::now();
+    impl->beat_sends.assign(static_cast<size_t>(impl->nranks), SlotOp{});
+    for (SlotOp &op : impl->beat_sends) op.is_send = op.beat = true;
+    impl->beat_recvs.assign(kBeatReceives, SlotOp{});
+    for (SlotOp &op : impl->beat_recvs) {
+        op.beat = op.busy = true;
+        if (!impl->post_recv(&op)) impl->unposted.push_back(&op);
+    }
     LOG_INFO("ofi transport: %s, %d slots of %zu bytes per stream%s", impl->description.c_str(), impl->slots,
              impl->slot_bytes, impl->in_place ? ", large messages sent in place" : "");
     out->reset(new OfiTransport(std::move(impl)));
@@ -465,7 +594,9 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
             fi_cq_err_entry err{};
             if (fi_cq_readerr(cq, &err, 0) < 0) break;
             auto *op = static_cast<SlotOp *>(err.op_context);
-            if (err.err == FI_ECANCELED) { // receives still posted when the endpoint closes
+            if (err.err == FI_ECANCELED || (op != nullptr && op->beat)) {
+                // Cancelled: receives still posted when the endpoint closes.
+                // A sign of life that failed is no failure of the job's.
                 if (op != nullptr) op->busy = false;
                 continue;
             }
@@ -483,15 +614,29 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
             record_error(system_error("ofi: reading completions: %s", fi_message(static_cast<int>(n)).c_str()));
             break;
         }
+        const Clock::time_point now = Clock::now();
         for (ssize_t i = 0; i < n; ++i) {
             auto *op = static_cast<SlotOp *>(entries[i].op_context);
             op->busy = false;
+            if (op->beat) {
+                // Not an event: what a rank waits for has not changed, and a
+                // wait for a stopped peer must not look like progress.
+                if (op->is_send) continue;
+                if (const int from = beat_sender(entries[i].tag); from < nranks) {
+                    heard[static_cast<size_t>(from)] = now;
+                    if (entries[i].tag & kFarewellBit) departed[static_cast<size_t>(from)] = 1;
+                }
+                op->busy = true;
+                if (!post_recv(op)) unposted.push_back(op);
+                continue;
+            }
             if (!op->is_send) {
                 op->complete = true;
                 op->bytes = entries[i].len;
+                heard[static_cast<size_t>(op->stream->peer)] = now;
             }
+            ++events;
         }
-        events += static_cast<uint64_t>(n);
         if (n < 16) break;
     }
     repost_pending();
@@ -511,7 +656,35 @@ void OfiTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     }
 }
 
-Status OfiTransport::check_peers() { return impl_->error; }
+// Every liveness check while this rank waits says to every peer that it is
+// alive, as shm's checks do in shared memory; a peer that has stopped (or
+// hangs, or is not calling the library) says nothing.
+//
+// A connection that broke names the peer at its other end, which is often
+// not the rank at fault: a rank that fails because another died closes its
+// endpoint, and its peers' messages to it fail. The bootstrap hears every
+// rank's failure with its reason, or a death, and the engine asks it after
+// the transports; so a broken connection is this rank's failure only when
+// the bootstrap has said nothing for kErrorGrace.
+Status OfiTransport::check_peers() {
+    impl_->beat();
+    if (!impl_->error.is_ok() && Clock::now() - impl_->error_at < kErrorGrace) return Status::ok();
+    return impl_->error;
+}
+
+std::string OfiTransport::silent_peers(std::chrono::milliseconds quiet) const {
+    const Clock::time_point now = Clock::now();
+    std::string silent;
+    for (int peer = 0; peer < impl_->nranks; ++peer) {
+        const auto since = now - impl_->heard[static_cast<size_t>(peer)];
+        if (peer != impl_->rank && impl_->departed[static_cast<size_t>(peer)])
+            silent += format("%srank %d has left: it destroyed its communicator", silent.empty() ? "" : ", ", peer);
+        else if (peer != impl_->rank && since >= quiet)
+            silent += format("%srank %d has given no sign of life over ofi for %.1f s", silent.empty() ? "" : ", ",
+                             peer, std::chrono::duration<double>(since).count());
+    }
+    return silent;
+}
 
 bool OfiTransport::has_pending_sends() const {
     if (!impl_->error.is_ok()) return false;
@@ -523,10 +696,26 @@ bool OfiTransport::has_pending_sends() const {
 
 Status OfiTransport::flush(const Deadline &deadline) {
     while (has_pending_sends()) {
-        if (deadline.passed()) return timeout_error("ofi: sends were still in flight at the deadline");
+        if (deadline.passed()) {
+            // Name the peers that have not taken them: a stopped or hung
+            // rank, and the message's reader needs to know which.
+            std::set<int> late;
+            for (auto &entry : impl_->streams)
+                for (const SlotOp &op : entry.second->send_ops)
+                    if (op.busy) late.insert(entry.first.first);
+            std::string peers;
+            for (int peer : late) peers += format("%srank %d", peers.empty() ? "" : ", ", peer);
+            std::string silent = silent_peers(std::chrono::seconds(1));
+            return timeout_error("ofi: messages to %s were still in flight at the deadline (NNPCCL_TIMEOUT)%s%s",
+                                 peers.c_str(), silent.empty() ? "" : "; ", silent.c_str());
+        }
+        // Its peers may time out meanwhile; this rank is not the one at fault.
+        impl_->beat();
         poll();
         std::this_thread::yield();
     }
+    // Only a communicator that has not failed is flushed: it is leaving cleanly.
+    impl_->farewell();
     return impl_->error;
 }
 

@@ -60,6 +60,7 @@ public:
     uint64_t event_count() const override;
     void wait_for_event(uint64_t seen, int timeout_ms) override;
     Status check_peers() override;
+    std::string silent_peers(std::chrono::milliseconds quiet) const override;
     void announce_abort(const Status &) override {}
     Status flush(const Deadline &deadline) override;
     bool has_pending_sends() const override;

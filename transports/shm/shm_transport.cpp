@@ -65,6 +65,12 @@ struct ShmTransport::Segment {
     // CLOCK_MONOTONIC (one clock for every process of a host) of this
     // rank's last sign of life: its last check_peers(), or its start.
     std::atomic<int64_t> alive_ns;
+    // Set when this rank has left without failing (its communicator was
+    // destroyed): its process may then end at any time, and that is no
+    // death. Peers that still run the last calls without it must not fail
+    // for it, and when one of them waits for it all the same, a timeout
+    // says it has left.
+    std::atomic<uint32_t> departed;
 };
 
 // One inbound stream. head is written only by the sender, tail only by the
@@ -234,6 +240,8 @@ void ShmTransport::populate_queues(const std::vector<int> &local_peers) {
 }
 
 ShmTransport::~ShmTransport() {
+    if (rank_ >= 0 && segments_[static_cast<size_t>(rank_)] != nullptr)
+        segments_[static_cast<size_t>(rank_)]->departed.store(1, std::memory_order_release);
     for (Segment *seg : segments_)
         if (seg != nullptr) munmap(seg, segment_bytes_);
 }
@@ -307,6 +315,7 @@ Status ShmTransport::check_peers() {
             return Status(
                 code, format("rank %d (pid %d) failed: %s", peer, pids_[static_cast<size_t>(peer)], reason.c_str()));
         }
+        if (seg->departed.load(std::memory_order_acquire) != 0) continue;
         if (kill(pids_[static_cast<size_t>(peer)], 0) != 0 && errno == ESRCH)
             return remote_error("rank %d (pid %d) has died", peer, pids_[static_cast<size_t>(peer)]);
     }
@@ -320,7 +329,10 @@ std::string ShmTransport::silent_peers(std::chrono::milliseconds quiet) const {
         const Segment *seg = segments_[static_cast<size_t>(peer)];
         if (seg == nullptr || peer == rank_) continue;
         const int64_t since = now - seg->alive_ns.load(std::memory_order_relaxed);
-        if (since >= std::chrono::duration_cast<std::chrono::nanoseconds>(quiet).count())
+        if (seg->departed.load(std::memory_order_acquire) != 0 && seg->aborted.load(std::memory_order_acquire) == 0)
+            silent += format("%srank %d (pid %d) has left: it destroyed its communicator", silent.empty() ? "" : ", ",
+                             peer, pids_[static_cast<size_t>(peer)]);
+        else if (since >= std::chrono::duration_cast<std::chrono::nanoseconds>(quiet).count())
             silent += format("%srank %d (pid %d) has given no sign of life for %.1f s", silent.empty() ? "" : ", ",
                              peer, pids_[static_cast<size_t>(peer)], static_cast<double>(since) * 1e-9);
     }
