@@ -207,7 +207,9 @@ std::string ScheduleRun::blocked_on() const {
         return format("%s (%s, channel %zu, step %zu of %zu)", what.c_str(), schedule_->algorithm.c_str(), c,
                       cursor_[c] + 1, steps.size());
     }
-    return "nothing";
+    // Every step ran: what remains are sends that leave straight from the
+    // caller's buffer, which the receivers have not finished reading.
+    return "the receivers to finish reading its last messages (sent from the caller's buffer)";
 }
 
 std::vector<int> ScheduleRun::waiting_peers() const {

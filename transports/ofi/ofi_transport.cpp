@@ -441,6 +441,10 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
         if (chosen == nullptr || score(i) > score(chosen)) chosen = i;
     // Every rank must speak the same provider.
     impl->description = format("%s on %s", chosen->fabric_attr->prov_name, chosen->domain_attr->name);
+    if (std::strncmp(chosen->fabric_attr->prov_name, "shm", 3) == 0)
+        LOG_WARN("ofi: libfabric's shm provider can block for good in a send to a dead or stopped peer (it spins on "
+                 "that peer's lock), where no deadline can end the wait; nnpccl's own shared memory "
+                 "(NNPCCL_TRANSPORT=auto or shm) serves ranks on one host and notices such a peer");
     impl->mr_mode = chosen->domain_attr->mr_mode;
     impl->inject_size = chosen->tx_attr != nullptr ? chosen->tx_attr->inject_size : 0;
     impl->in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
