@@ -183,13 +183,15 @@ std::map<ChipPair, std::vector<RingUse>> rings_on_cables(const Topology &t) {
 
 } // namespace
 
-std::string render_svg(const Topology &t) {
+std::string render_svg(const Topology &t, const LinkOverlay *overlay) {
     const Machine &m = t.machine();
     Layout layout(m);
     const double line_height = 20;
     const size_t rings = t.ring_embeddings().size();
     const double legend_top = layout.height() + 10;
-    const double height = legend_top + line_height * (4 + static_cast<double>(std::min<size_t>(rings, 12))) + 20;
+    const double legend_lines = overlay != nullptr ? 2 + static_cast<double>(overlay->legend.size())
+                                                   : 4 + static_cast<double>(std::min<size_t>(rings, 12));
+    const double height = legend_top + line_height * legend_lines + 20;
     const double width = std::max(layout.width(), 760.0);
     std::ostringstream svg;
     svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -208,9 +210,27 @@ std::string render_svg(const Topology &t) {
     }
     svg << "</g>\n";
 
+    if (overlay != nullptr) {
+        // Each direction of a link in its colour, the two of a cable side by
+        // side (a path's offset is to the left of its direction).
+        svg << "<g fill=\"none\" stroke-width=\"3\" stroke-linecap=\"round\">\n";
+        for (size_t i = 0; i < m.links().size(); ++i) {
+            const Link &l = m.links()[i];
+            const std::string colour = i < overlay->colour.size() ? overlay->colour[i] : "";
+            const std::string tip = i < overlay->tooltip.size() ? overlay->tooltip[i] : "";
+            if (colour.empty() && tip.empty()) continue;
+            svg << "  <path d=\"" << layout.path(l.from, l.to, 2.2) << "\" stroke=\""
+                << (colour.empty() ? "#b0b0b0" : colour) << "\"" << (colour.empty() ? " stroke-width=\"1\"" : "")
+                << (layout.dashed(l.from, l.to) ? " stroke-dasharray=\"6 3\"" : "") << ">";
+            if (!tip.empty()) svg << "<title>" << escape(tip) << "</title>";
+            svg << "</path>\n";
+        }
+        svg << "</g>\n";
+    }
+
     // Rings: each cable a ring crosses, in the ring's colour; several rings
     // on one cable sit side by side. Routed hops (not one link) are dotted.
-    const auto on = rings_on_cables(t);
+    const auto on = overlay == nullptr ? rings_on_cables(t) : std::map<ChipPair, std::vector<RingUse>>{};
     svg << "<g fill=\"none\" stroke-width=\"3.5\" stroke-linecap=\"round\">\n";
     for (const auto &cable : on) {
         const auto &list = cable.second;
@@ -258,6 +278,18 @@ std::string render_svg(const Topology &t) {
     svg << "  <text x=\"20\" y=\"" << Layout::fmt(y) << "\" font-weight=\"bold\">" << escape(t.name()) << " ("
         << escape(shape) << "): " << m.num_chips() << " chips, " << m.bidirectional_link_count()
         << " bidirectional links, " << t.nranks() << " ranks</text>\n";
+    if (overlay != nullptr) {
+        for (const LinkOverlay::Line &line : overlay->legend) {
+            y += line_height;
+            if (!line.colour.empty())
+                svg << "  <line x1=\"20\" y1=\"" << Layout::fmt(y - 4) << "\" x2=\"50\" y2=\"" << Layout::fmt(y - 4)
+                    << "\" stroke=\"" << line.colour << "\" stroke-width=\"3.5\"/>\n";
+            svg << "  <text x=\"" << (line.colour.empty() ? "20" : "58") << "\" y=\"" << Layout::fmt(y) << "\">"
+                << escape(line.text) << "</text>\n";
+        }
+        svg << "</g>\n</svg>\n";
+        return svg.str();
+    }
     y += line_height;
     const int ham = t.hamiltonian_ring_count();
     svg << "  <text x=\"20\" y=\"" << Layout::fmt(y) << "\">"

@@ -1,0 +1,596 @@
+#include "simulator.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <unordered_map>
+
+namespace nnpccl::sim {
+
+namespace {
+
+constexpr double kBytesPerUsPerGbps = 1e3;
+
+} // namespace
+
+Network::Network(const Topology &topology) : topology_(topology) {
+    const Machine &m = topology.machine();
+    for (const Link &l : m.links())
+        servers_.push_back({l.gbps > 0 ? 1.0 / (l.gbps * kBytesPerUsPerGbps) : 0.0, l.latency_us});
+    link_count_ = servers_.size();
+    egress_.assign(static_cast<size_t>(m.num_chips()), -1);
+    ingress_.assign(static_cast<size_t>(m.num_chips()), -1);
+    for (int c = 0; c < m.num_chips(); ++c) {
+        const double gbps = m.chip(c).injection_gbps;
+        if (!(gbps > 0)) continue;
+        egress_[static_cast<size_t>(c)] = static_cast<int>(servers_.size());
+        servers_.push_back({1.0 / (gbps * kBytesPerUsPerGbps), 0.0});
+        ingress_[static_cast<size_t>(c)] = static_cast<int>(servers_.size());
+        servers_.push_back({1.0 / (gbps * kBytesPerUsPerGbps), 0.0});
+    }
+    rows_.reset(new Row[static_cast<size_t>(m.num_chips())]);
+}
+
+const std::vector<uint32_t> *Network::path(int from_chip, int to_chip) const {
+    Row &row = rows_[static_cast<size_t>(from_chip)];
+    std::call_once(row.once, [&] {
+        const Machine &m = topology_.machine();
+        const std::vector<Route> routes = m.routes_from(from_chip);
+        row.to.resize(routes.size());
+        row.reachable.resize(routes.size());
+        for (size_t c = 0; c < routes.size(); ++c) {
+            std::vector<uint32_t> &p = row.to[c];
+            row.reachable[c] = routes[c].reachable;
+            if (!routes[c].reachable || static_cast<int>(c) == from_chip) continue;
+            if (egress_[static_cast<size_t>(from_chip)] >= 0)
+                p.push_back(static_cast<uint32_t>(egress_[static_cast<size_t>(from_chip)]));
+            for (int l : routes[c].links) p.push_back(static_cast<uint32_t>(l));
+            if (ingress_[c] >= 0) p.push_back(static_cast<uint32_t>(ingress_[c]));
+        }
+    });
+    const auto to = static_cast<size_t>(to_chip);
+    return to == static_cast<size_t>(from_chip) || row.reachable[to] ? &row.to[to] : nullptr;
+}
+
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+constexpr int kFlagShift = 56;
+constexpr uint64_t kBytesMask = (uint64_t{1} << kFlagShift) - 1;
+
+// Large arrays on transparent huge pages: the event loop jumps between
+// thousands of channels' steps and streams spread over hundreds of MB, and
+// with 4 KiB pages nearly every such jump also misses the TLB.
+template <typename T> struct HugePages {
+    using value_type = T;
+    static constexpr size_t kHuge = size_t{2} << 20;
+
+    HugePages() = default;
+    template <typename U> HugePages(const HugePages<U> &) {}
+
+    T *allocate(size_t n) {
+        const size_t bytes = n * sizeof(T);
+        if (bytes < kHuge) {
+            if (void *p = std::aligned_alloc(64, (std::max<size_t>(1, bytes) + 63) & ~size_t{63}))
+                return static_cast<T *>(p);
+            throw std::bad_alloc();
+        }
+        // Aligned to a huge page, which mmap alone does not promise.
+        const size_t length = round_up(bytes), mapped = length + kHuge;
+        void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        const auto at = reinterpret_cast<uintptr_t>(p);
+        const uintptr_t aligned = (at + kHuge - 1) & ~(kHuge - 1);
+        if (aligned > at) munmap(p, aligned - at);
+        if (at + mapped > aligned + length)
+            munmap(reinterpret_cast<void *>(aligned + length), at + mapped - aligned - length);
+        madvise(reinterpret_cast<void *>(aligned), length, MADV_HUGEPAGE);
+        return reinterpret_cast<T *>(aligned);
+    }
+    void deallocate(T *p, size_t n) {
+        if (n * sizeof(T) < kHuge)
+            std::free(p);
+        else
+            munmap(p, round_up(n * sizeof(T)));
+    }
+    static size_t round_up(size_t bytes) { return (bytes + kHuge - 1) & ~(kHuge - 1); }
+    template <typename U> bool operator==(const HugePages<U> &) const { return true; }
+    template <typename U> bool operator!=(const HugePages<U> &) const { return false; }
+};
+template <typename T> using BigVector = std::vector<T, HugePages<T>>;
+
+// A step reduced to what timing needs: 16 bytes instead of a Step's 56.
+struct CompactStep {
+    uint64_t bytes_flags; // bytes, flags in the top byte
+    uint32_t recv;        // stream it receives from, or kNone
+    uint32_t send;        // stream it sends on, or kNone
+
+    size_t bytes() const { return static_cast<size_t>(bytes_flags & kBytesMask); }
+    uint8_t flags() const { return static_cast<uint8_t>(bytes_flags >> kFlagShift); }
+};
+
+// Messages from one rank to another on one channel, in order.
+struct Stream {
+    const uint32_t *path = nullptr; // servers crossed, path_length of them
+    uint32_t path_length = 0;
+    int src = 0;
+    int dst = 0;
+    int wire = 0;    // the channel's index in its schedule
+    int sender = -1; // the channels (Engine::channels_) at either end
+    int receiver = -1;
+    uint32_t sent = 0;     // slots taken by the sender
+    uint32_t released = 0; // slots the receiver is done with
+    uint32_t arrived = 0;
+    uint32_t consumed = 0;
+    bool sender_waiting = false;   // for a slot
+    bool receiver_waiting = false; // for a message
+};
+
+struct Channel {
+    size_t cursor = 0; // into Engine::steps_
+    size_t begin = 0;
+    size_t end = 0;
+    int op = 0;   // the rank's schedule it is of
+    int wire = 0; // its index in that schedule
+    int rank = 0;
+    int local = 0; // the channel's number on its rank
+    int chip = 0;
+    double ready = 0;  // when the current step became the next
+    double start = 0;  // when the current step started
+    bool busy = false; // reducing
+};
+
+// A message in flight carries what its hops need, its path included, so
+// that a hop touches the message and its next server only: with a
+// million messages in flight (direct on nnpt-pod1024) the routes no longer
+// fit in any cache, and reading each hop's server from the stream's route
+// was a second cache miss per hop. Two cache lines; routes of more than
+// kNear servers, or server numbers beyond 16 bits, are read from the
+// stream's route instead.
+constexpr size_t kNear = 48;
+struct alignas(64) Message {
+    double tail = 0; // when its last byte leaves the previous server
+    double bytes = 0;
+    const uint32_t *far = nullptr; // the route, when not in `near`
+    uint32_t stream = 0;
+    uint16_t hop = 0;
+    uint16_t length = 0;
+    uint16_t near[kNear];
+};
+static_assert(sizeof(Message) == 128, "a message is two cache lines");
+
+enum EventKind : uint32_t { kHop, kDeliver, kStepDone };
+
+// The pending events, earliest first, as a radix heap: event times never
+// lie before the last one taken (a hop, a delivery, a reduction all end at
+// or after the moment that schedules them), so each event is moved between
+// buckets a few times at most instead of sifting through a binary heap of
+// up to a million entries (direct's p(p-1) messages in flight). Times are
+// non-negative doubles, whose bits order as unsigned integers. Events of
+// one time come out last in first: nothing depends on their order but
+// reproducibility, which this keeps.
+class EventQueue {
+public:
+    struct Item {
+        uint64_t key;
+        uint32_t id;
+        uint32_t kind;
+        double time() const {
+            double t;
+            std::memcpy(&t, &key, sizeof t);
+            return t;
+        }
+    };
+
+    bool empty() const { return size_ == 0; }
+    // False when the events went out of order: one was pushed before the
+    // last one taken (a bug; the run then fails rather than mislead).
+    bool in_order() const { return in_order_; }
+    void push(double time, EventKind kind, uint32_t id) {
+        uint64_t key;
+        std::memcpy(&key, &time, sizeof key);
+        in_order_ = in_order_ && key >= last_;
+        buckets_[bucket(key)].push_back(Item{key, id, kind});
+        ++size_;
+    }
+    Item pop() {
+        settle();
+        const Item item = buckets_[0].back();
+        buckets_[0].pop_back();
+        --size_;
+        return item;
+    }
+
+private:
+    // Moves the earliest events into bucket 0.
+    void settle() {
+        if (!buckets_[0].empty()) return;
+        size_t b = 1;
+        while (buckets_[b].empty()) ++b;
+        BigVector<Item> &from = buckets_[b];
+        last_ =
+            std::min_element(from.begin(), from.end(), [](const Item &x, const Item &y) { return x.key < y.key; })->key;
+        for (const Item &item : from) buckets_[bucket(item.key)].push_back(item);
+        from.clear();
+    }
+    size_t bucket(uint64_t key) const {
+        return key == last_ ? 0 : static_cast<size_t>(64 - __builtin_clzll(key ^ last_));
+    }
+    BigVector<Item> buckets_[65];
+    uint64_t last_ = 0;
+    size_t size_ = 0;
+    bool in_order_ = true;
+};
+
+std::string step_name(uint8_t flags) {
+    std::string name;
+    auto add = [&](StepFlag f, const char *word) {
+        if ((flags & f) == 0) return;
+        if (!name.empty()) name += "-";
+        name += word;
+    };
+    add(kRecv, "recv");
+    add(kReduce, "reduce");
+    add(kStore, "copy");
+    add(kSend, "send");
+    return name.empty() ? "nothing" : name;
+}
+
+class Engine {
+public:
+    Engine(const Network &network, const SimOptions &options, TraceSink *trace)
+        : net_(network), options_(options), trace_(trace) {}
+
+    Status compile(const ProgramSource &source) {
+        const Topology &t = net_.topology();
+        const int p = t.nranks();
+        std::unordered_map<uint64_t, uint32_t> ids;
+        auto stream_of = [&](int src, int dst, int wire) -> uint32_t {
+            const uint64_t key =
+                (static_cast<uint64_t>(src) << 40) | (static_cast<uint64_t>(dst) << 16) | static_cast<uint64_t>(wire);
+            auto [it, added] = ids.emplace(key, static_cast<uint32_t>(streams_.size()));
+            if (added) {
+                Stream s;
+                s.src = src;
+                s.dst = dst;
+                s.wire = wire;
+                streams_.push_back(s);
+            }
+            return it->second;
+        };
+        RankProgram program;
+        for (int r = 0; r < p; ++r) {
+            program.clear();
+            source(r, &program);
+            int local = 0, op = 0;
+            for (const Schedule &schedule : program) {
+                for (size_t wire = 0; wire < schedule.channels.size(); ++wire, ++local) {
+                    if (wire >= (1u << 16))
+                        return internal_error("%s has %zu channels; the simulator takes up to 65536",
+                                              schedule.algorithm.c_str(), schedule.channels.size());
+                    const int id = static_cast<int>(channels_.size());
+                    Channel ch;
+                    ch.rank = r;
+                    ch.local = local;
+                    ch.chip = t.chip_of(r);
+                    ch.cursor = ch.begin = steps_.size();
+                    ch.op = op;
+                    ch.wire = static_cast<int>(wire);
+                    // Ring-like channels talk to the same peers step after
+                    // step: remember the last streams rather than hash again.
+                    int last_recv_peer = -1, last_send_peer = -1;
+                    uint32_t last_recv = kNone, last_send = kNone;
+                    for (const Step &s : schedule.channels[wire]) {
+                        CompactStep c{(static_cast<uint64_t>(s.flags) << kFlagShift) |
+                                          static_cast<uint64_t>(s.count * options_.elem_size),
+                                      kNone, kNone};
+                        if (s.count * options_.elem_size > kBytesMask)
+                            return internal_error("a step of %zu bytes is beyond the simulator's 2^56",
+                                                  s.count * options_.elem_size);
+                        if (s.has(kRecv)) {
+                            if (s.recv_peer < 0 || s.recv_peer >= p || s.recv_peer == r)
+                                return bad_peer(schedule, r, local, s.recv_peer, "receives from");
+                            if (s.recv_peer != last_recv_peer) {
+                                last_recv = stream_of(s.recv_peer, r, static_cast<int>(wire));
+                                last_recv_peer = s.recv_peer;
+                            }
+                            Stream &in = streams_[last_recv];
+                            if (in.receiver >= 0 && in.receiver != id)
+                                return two_channels(schedule, in, "receives from");
+                            in.receiver = id;
+                            ++in.consumed;
+                            c.recv = last_recv;
+                        }
+                        if (s.has(kSend)) {
+                            if (s.send_peer < 0 || s.send_peer >= p || s.send_peer == r)
+                                return bad_peer(schedule, r, local, s.send_peer, "sends to");
+                            if (s.send_peer != last_send_peer) {
+                                last_send = stream_of(r, s.send_peer, static_cast<int>(wire));
+                                last_send_peer = s.send_peer;
+                            }
+                            Stream &out = streams_[last_send];
+                            if (out.sender >= 0 && out.sender != id) return two_channels(schedule, out, "sends to");
+                            out.sender = id;
+                            ++out.sent;
+                            c.send = last_send;
+                        }
+                        steps_.push_back(c);
+                    }
+                    ch.end = steps_.size();
+                    channels_.push_back(ch);
+                }
+                ++op;
+            }
+            if (!program.empty()) algorithm_ = program.front().algorithm;
+        }
+        std::vector<const std::vector<uint32_t> *> routes(streams_.size());
+        size_t pooled = 0;
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            Stream &s = streams_[i];
+            if (s.sent != s.consumed)
+                return Status(NNPCCL_ERR_INTERNAL, algorithm_ + ": rank " + std::to_string(s.src) + " sends " +
+                                                       std::to_string(s.sent) + " messages to rank " +
+                                                       std::to_string(s.dst) + " on channel " + std::to_string(s.wire) +
+                                                       ", which receives " + std::to_string(s.consumed));
+            const std::vector<uint32_t> *path = net_.path(t.chip_of(s.src), t.chip_of(s.dst));
+            if (path == nullptr)
+                return Status(NNPCCL_ERR_INVALID_ARGUMENT, "no route from rank " + std::to_string(s.src) + " (chip " +
+                                                               std::to_string(t.chip_of(s.src)) + ") to rank " +
+                                                               std::to_string(s.dst) + " (chip " +
+                                                               std::to_string(t.chip_of(s.dst)) + ")");
+            routes[i] = path;
+            pooled += path->size();
+            s.sent = s.consumed = 0;
+        }
+        // The routes the streams take, next to each other in stream order:
+        // the Network's rows hold every route of the machine, scattered.
+        paths_.resize(pooled);
+        pooled = 0;
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            std::copy(routes[i]->begin(), routes[i]->end(), paths_.begin() + static_cast<std::ptrdiff_t>(pooled));
+            streams_[i].path = paths_.data() + pooled;
+            streams_[i].path_length = static_cast<uint32_t>(routes[i]->size());
+            pooled += routes[i]->size();
+        }
+        if (trace_ != nullptr) trace_->begin(p);
+        return Status::ok();
+    }
+
+    Status run(SimResult *out) {
+        servers_.assign(net_.servers().size(), ServerState{});
+        costs_ = net_.servers().data();
+        near_ok_ = net_.servers().size() <= UINT16_MAX;
+        reducer_free_.assign(static_cast<size_t>(net_.topology().machine().num_chips()), 0.0);
+        for (size_t c = 0; c < channels_.size(); ++c) work_.push_back(static_cast<uint32_t>(c));
+        drain(0.0);
+        while (!events_.empty()) {
+            const EventQueue::Item e = events_.pop();
+            const double now = e.time();
+            switch (e.kind) {
+            case kHop: hop(e.id, now); break;
+            case kDeliver: deliver(e.id, now); break;
+            case kStepDone:
+                finish(e.id, now);
+                work_.push_back(e.id);
+                break;
+            }
+            drain(now);
+        }
+        if (!events_.in_order()) return internal_error("the simulator's events went out of order");
+        for (const Channel &ch : channels_)
+            if (ch.cursor < ch.end) return stuck(ch);
+        out->time_us = end_;
+        out->busy_us.resize(servers_.size());
+        for (size_t s = 0; s < servers_.size(); ++s) out->busy_us[s] = servers_[s].busy;
+        out->steps = steps_.size();
+        out->messages = messages_;
+        out->bytes_sent = bytes_sent_;
+        out->hops = hops_;
+        return Status::ok();
+    }
+
+private:
+    struct ServerState {
+        double free_at = 0;
+        double busy = 0;
+    };
+
+    Status bad_peer(const Schedule &s, int rank, int channel, int peer, const char *what) const {
+        return internal_error("%s: rank %d channel %d %s rank %d, not another rank of %d", s.algorithm.c_str(), rank,
+                              channel, what, peer, net_.topology().nranks());
+    }
+    Status two_channels(const Schedule &s, const Stream &st, const char *what) const {
+        return internal_error("%s: rank %d %s rank %d from two channels of the same number %d", s.algorithm.c_str(),
+                              st.src, what, st.dst, st.wire);
+    }
+    Status stuck(const Channel &ch) const {
+        const CompactStep &s = steps_[ch.cursor];
+        std::string waits;
+        if (s.recv != kNone && streams_[s.recv].arrived == streams_[s.recv].consumed)
+            waits = "a message from rank " + std::to_string(streams_[s.recv].src);
+        else if (s.send != kNone)
+            waits = "a free slot towards rank " + std::to_string(streams_[s.send].dst);
+        return Status(NNPCCL_ERR_INTERNAL, algorithm_ + " deadlocks: rank " + std::to_string(ch.rank) + " channel " +
+                                               std::to_string(ch.local) + " waits at its step " + step_name(s.flags()) +
+                                               " for " + waits);
+    }
+
+    void push(double time, EventKind kind, uint32_t id) { events_.push(time, kind, id); }
+
+    void drain(double now) {
+        while (!work_.empty()) {
+            const uint32_t c = work_.back();
+            work_.pop_back();
+            advance(c, now);
+        }
+    }
+
+    // Runs channel c's steps from `now` until one must wait.
+    void advance(uint32_t c, double now) {
+        Channel &ch = channels_[c];
+        while (ch.cursor < ch.end && !ch.busy) {
+            const CompactStep &s = steps_[ch.cursor];
+            if (s.recv != kNone) {
+                Stream &in = streams_[s.recv];
+                if (in.arrived == in.consumed) {
+                    in.receiver_waiting = true;
+                    return;
+                }
+            }
+            if (s.send != kNone && options_.slots > 0) {
+                Stream &out = streams_[s.send];
+                if (out.sent - out.released >= static_cast<uint32_t>(options_.slots)) {
+                    out.sender_waiting = true;
+                    return;
+                }
+            }
+            if (s.recv != kNone) ++streams_[s.recv].consumed;
+            if (s.send != kNone) ++streams_[s.send].sent;
+            ch.start = now;
+            if (s.flags() & kReduce) {
+                double &free = reducer_free_[static_cast<size_t>(ch.chip)];
+                const double done = std::max(now, free) + static_cast<double>(s.bytes()) * options_.reduce_us_per_byte;
+                free = done;
+                if (done > now) {
+                    ch.busy = true;
+                    push(done, kStepDone, c);
+                    return;
+                }
+            }
+            finish(c, now);
+        }
+    }
+
+    // Channel c's current step ends at `now`: its receive slot is freed, its
+    // message leaves.
+    void finish(uint32_t c, double now) {
+        Channel &ch = channels_[c];
+        const CompactStep &s = steps_[ch.cursor];
+        if (s.recv != kNone) {
+            Stream &in = streams_[s.recv];
+            ++in.released;
+            if (in.sender_waiting) {
+                in.sender_waiting = false;
+                work_.push_back(static_cast<uint32_t>(in.sender));
+            }
+        }
+        if (s.send != kNone) send(s.send, s.bytes(), now);
+        if (trace_ != nullptr) {
+            StepEvent e;
+            e.rank = ch.rank;
+            e.op = ch.op;
+            e.channel = ch.wire;
+            e.step = ch.cursor - ch.begin;
+            e.ready_us = ch.ready;
+            e.start_us = ch.start;
+            e.end_us = now;
+            e.flags = s.flags();
+            e.bytes = s.bytes();
+            e.recv_peer = s.recv != kNone ? streams_[s.recv].src : -1;
+            e.send_peer = s.send != kNone ? streams_[s.send].dst : -1;
+            trace_->step(e);
+        }
+        ch.ready = now;
+        ch.busy = false;
+        ++ch.cursor;
+        end_ = std::max(end_, now);
+    }
+
+    void send(uint32_t stream, size_t bytes, double now) {
+        ++messages_;
+        bytes_sent_ += bytes;
+        uint32_t id;
+        if (!free_messages_.empty()) {
+            id = free_messages_.back();
+            free_messages_.pop_back();
+        } else {
+            id = static_cast<uint32_t>(messages_in_flight_.size());
+            messages_in_flight_.emplace_back();
+        }
+        const Stream &s = streams_[stream];
+        Message &m = messages_in_flight_[id];
+        m.tail = now;
+        m.bytes = static_cast<double>(bytes);
+        m.stream = stream;
+        m.hop = 0;
+        if (s.path_length == 0) {
+            deliver(id, now);
+            return;
+        }
+        if (s.path_length <= kNear && near_ok_) {
+            m.far = nullptr;
+            m.length = static_cast<uint16_t>(s.path_length);
+            for (uint32_t i = 0; i < s.path_length; ++i) m.near[i] = static_cast<uint16_t>(s.path[i]);
+        } else {
+            m.far = s.path;
+            m.length = 0;
+        }
+        hop(id, now);
+    }
+
+    // Message `id`'s head reaches its next server at `now`.
+    void hop(uint32_t id, double now) {
+        Message &m = messages_in_flight_[id];
+        const uint32_t server = m.far != nullptr ? m.far[m.hop] : m.near[m.hop];
+        const Network::Server &cost = costs_[server];
+        ServerState &state = servers_[server];
+        const double serialize = m.bytes * cost.us_per_byte;
+        const double start = std::max(now, state.free_at);
+        const double done = std::max(start + serialize, m.tail);
+        state.free_at = done;
+        state.busy += serialize;
+        m.tail = done + cost.latency_us;
+        ++hops_;
+        ++m.hop;
+        const bool more = m.far != nullptr ? m.hop < streams_[m.stream].path_length : m.hop < m.length;
+        if (more)
+            push(start + cost.latency_us, kHop, id);
+        else
+            push(m.tail, kDeliver, id);
+    }
+
+    void deliver(uint32_t id, double now) {
+        Stream &s = streams_[messages_in_flight_[id].stream];
+        free_messages_.push_back(id);
+        ++s.arrived;
+        end_ = std::max(end_, now);
+        if (s.receiver_waiting) {
+            s.receiver_waiting = false;
+            work_.push_back(static_cast<uint32_t>(s.receiver));
+        }
+    }
+
+    const Network &net_;
+    SimOptions options_;
+    TraceSink *trace_;
+    std::string algorithm_;
+    BigVector<CompactStep> steps_;
+    BigVector<Stream> streams_;
+    BigVector<uint32_t> paths_; // the streams' routes
+    BigVector<Channel> channels_;
+    std::vector<ServerState> servers_;
+    const Network::Server *costs_ = nullptr;
+    bool near_ok_ = false;             // server numbers fit a Message's `near`
+    std::vector<double> reducer_free_; // per chip
+    BigVector<Message> messages_in_flight_;
+    std::vector<uint32_t> free_messages_;
+    EventQueue events_;
+    std::vector<uint32_t> work_; // channels to advance at the current time
+    double end_ = 0;
+    uint64_t messages_ = 0, bytes_sent_ = 0, hops_ = 0;
+};
+
+} // namespace
+
+Status simulate(const Network &network, const ProgramSource &source, const SimOptions &options, SimResult *out,
+                TraceSink *trace) {
+    *out = SimResult{};
+    Engine engine(network, options, trace);
+    NNPCCL_TRY(engine.compile(source));
+    return engine.run(out);
+}
+
+} // namespace nnpccl::sim
