@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -375,6 +376,70 @@ TEST_CASE("destroy while sends over ofi are still leaving, finished by the progr
         return failures;
     });
     unsetenv("NNPCCL_OFI_SEND_IN_PLACE");
+    unsetenv("NNPCCL_TRANSPORT");
+    CHECK(status == 0);
+}
+
+namespace {
+
+int open_descriptors() {
+    int n = 0;
+    if (DIR *d = opendir("/proc/self/fd")) {
+        while (dirent *e = readdir(d)) n += e->d_name[0] != '.';
+        closedir(d);
+    }
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("a connection to a rank's ofi endpoint that never says who it is does not outlive the communicator",
+          "[mp][ofi]") {
+    // What a peer stopped between its connect and its connection request
+    // leaves behind (libfabric 1.17's net provider keeps such an accepted
+    // socket for good). Rank 1, which hosts no rendezvous root, connects
+    // to its own listening sockets, which are then only the endpoint's,
+    // and says nothing; after destroy its descriptors are as before init.
+    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        const int before = open_descriptors();
+        nnpccl_comm_t comm = init(rank, nranks, id, 30);
+        if (comm == nullptr) return 1;
+        int failures = 0;
+        EXPECT(allreduce_works(comm, rank, nranks));
+        std::vector<int> strangers;
+        if (rank == 1)
+            if (DIR *d = opendir("/proc/self/fd")) {
+                std::vector<int> fds;
+                while (dirent *e = readdir(d))
+                    if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
+                closedir(d);
+                for (int fd : fds) {
+                    int listening = 0;
+                    socklen_t len = sizeof listening;
+                    sockaddr_storage address{};
+                    socklen_t address_len = sizeof address;
+                    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+                        getsockname(fd, reinterpret_cast<sockaddr *>(&address), &address_len) != 0)
+                        continue;
+                    int s = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                    if (s >= 0 && connect(s, reinterpret_cast<sockaddr *>(&address), address_len) == 0)
+                        strangers.push_back(s);
+                    else if (s >= 0)
+                        close(s);
+                }
+                EXPECT(!strangers.empty());
+            }
+        EXPECT(allreduce_works(comm, rank, nranks)); // the provider takes the connection meanwhile
+        usleep(50000);
+        EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+        for (int s : strangers) close(s);
+        const int after = open_descriptors();
+        if (after != before) std::fprintf(stderr, "rank %d: %d descriptors before init, %d after destroy\n", rank,
+                                          before, after);
+        EXPECT(after == before);
+        return failures;
+    });
     unsetenv("NNPCCL_TRANSPORT");
     CHECK(status == 0);
 }
