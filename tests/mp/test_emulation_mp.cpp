@@ -78,12 +78,16 @@ TEST_CASE("emulated links are shared by the ranks of a host", "[mp][emulation]")
                                 rank % 2 == 1 ? std::vector<int>{rank - 1} : std::vector<int>{}, &failures);
         }
         if (rank == 0) {
-            // 4 MiB at 0.1 GB/s: 42 ms a flow on a link of its own.
+            // 4 MiB at 0.1 GB/s: 42 ms a flow on a link of its own, the
+            // pacing in the path (unpaced, it takes about 1 ms). A
+            // receiver's clock starts when it leaves the barrier, which
+            // may be a few ms after its sender's first messages left, so
+            // the bound checked is lower.
             std::fprintf(stderr,
                          "emulation: one flow %.1f ms, two over one link %.1f ms (%.2fx), two apart %.1f ms "
                          "(%.2fx)\n",
                          alone, crossing, crossing / alone, apart, apart / alone);
-            EXPECT(alone > 40);
+            EXPECT(alone > 30);
             EXPECT(crossing / alone > 1.7 && crossing / alone < 2.5);
             EXPECT(apart / alone < 1.3);
         }
