@@ -164,7 +164,7 @@ size_t EmulatedTransport::deliver_due(int peer, int channel, Stream &s, int64_t 
         ++delivered;
     }
     held_total_ -= delivered;
-    handed_over_ += delivered;
+    handed_over_.fetch_add(delivered, std::memory_order_relaxed);
     return delivered;
 }
 
@@ -182,7 +182,9 @@ void EmulatedTransport::poll() {
     inner_->poll();
 }
 
-uint64_t EmulatedTransport::event_count() const { return inner_->event_count() + handed_over_; }
+uint64_t EmulatedTransport::event_count() const {
+    return inner_->event_count() + handed_over_.load(std::memory_order_relaxed);
+}
 
 void EmulatedTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     int64_t now = emulation_now_ns();
@@ -196,7 +198,7 @@ void EmulatedTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     for (const std::vector<Stream> &by_channel : streams_)
         for (const Stream &s : by_channel)
             if (s.count > 0 && s.ring[s.first].due_ns > now) next_due = std::min(next_due, s.ring[s.first].due_ns);
-    const uint64_t inner_seen = seen - handed_over_;
+    const uint64_t inner_seen = seen - handed_over_.load(std::memory_order_relaxed);
     const int64_t timeout_ns = static_cast<int64_t>(timeout_ms) * 1000000;
     if (next_due == std::numeric_limits<int64_t>::max() || next_due - now >= timeout_ns) {
         inner_->wait_for_event(inner_seen, timeout_ms);

@@ -208,7 +208,8 @@ private:
     std::string name_;
     std::vector<std::vector<Stream>> streams_; // [peer][channel], grown on first use
     size_t held_total_ = 0;
-    uint64_t handed_over_ = 0;
+    // Read by event_count(), which any thread may call while one drives.
+    std::atomic<uint64_t> handed_over_{0};
 };
 
 } // namespace nnpccl
