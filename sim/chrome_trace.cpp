@@ -31,37 +31,6 @@ std::string quoted(const std::string &s) {
 
 } // namespace
 
-std::string trace_size(size_t bytes) {
-    if (bytes < 1024) return std::to_string(bytes) + " B";
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes) / 1024;
-    size_t unit = 0;
-    while (value >= 1024 && unit + 1 < sizeof units / sizeof *units) {
-        value /= 1024;
-        ++unit;
-    }
-    char buf[32];
-    // 9.95 and up would print as 10.0: written as 10.
-    std::snprintf(buf, sizeof buf, value < 9.95 ? "%.1f %s" : "%.0f %s", value, units[unit]);
-    return buf;
-}
-
-std::string step_event_name(uint8_t flags, size_t bytes, int recv_peer, int send_peer) {
-    std::string name;
-    const std::pair<StepFlag, const char *> parts[] = {
-        {kRecv, "recv"}, {kReduce, "reduce"}, {kStore, "copy"}, {kSend, "send"}};
-    for (const auto &[flag, word] : parts) {
-        if ((flags & flag) == 0) continue;
-        if (!name.empty()) name += "-";
-        name += word;
-    }
-    if (name.empty()) name = "nothing";
-    name += " " + trace_size(bytes);
-    if ((flags & kRecv) != 0) name += " from " + std::to_string(recv_peer);
-    if ((flags & kSend) != 0) name += " to " + std::to_string(send_peer);
-    return name;
-}
-
 ChromeTrace::ChromeTrace(const std::string &path, std::string algorithm, OperationNames names)
     : path_(path), algorithm_(std::move(algorithm)), names_(std::move(names)) {
     out_ = std::fopen(path.c_str(), "w");
@@ -118,7 +87,7 @@ void ChromeTrace::step(const StepEvent &e) {
     std::fprintf(out_,
                  "{\"name\":\"%s\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%lld,\"ts\":%.6f,\"dur\":%.6f,"
                  "\"args\":{\"op\":%s,\"step\":%zu,\"bytes\":%zu,\"recv\":%s,\"reduce\":%s,\"store\":%s,\"send\":%s",
-                 step_event_name(e.flags, e.bytes, e.recv_peer, e.send_peer).c_str(), e.rank,
+                 trace_step_name(e.flags, e.bytes, e.recv_peer, e.send_peer).c_str(), e.rank,
                  static_cast<long long>(tid), e.ready_us, e.end_us - e.ready_us, quoted(names.short_name).c_str(),
                  e.step, e.bytes, (e.flags & kRecv) ? "true" : "false", (e.flags & kReduce) ? "true" : "false",
                  (e.flags & kStore) ? "true" : "false", (e.flags & kSend) ? "true" : "false");

@@ -20,17 +20,10 @@
 #include <vector>
 
 #include "simulator.hpp"
+#include "step_names.hpp"
 #include "status.hpp"
 
 namespace nnpccl::sim {
-
-// "8 B", "1.5 KiB", "256 KiB", "1.0 MiB": one decimal below 10, as real
-// runs' traces write sizes.
-std::string trace_size(size_t bytes);
-
-// The event name of a step: its parts joined by '-' (recv, reduce, copy for
-// a store, send, in that order), its size, and "from P" / "to Q".
-std::string step_event_name(uint8_t flags, size_t bytes, int recv_peer, int send_peer);
 
 // What the trace calls a rank's operation (one per schedule it runs).
 struct TraceOperation {

@@ -49,6 +49,7 @@
 
 #include "schedule.hpp"
 #include "status.hpp"
+#include "step_names.hpp"
 
 namespace nnpccl {
 
@@ -60,14 +61,6 @@ inline int64_t trace_now_ns() {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
-
-// "8 B", "1.5 KiB", "256 KiB", "1.0 MiB": one decimal below 10 units.
-std::string trace_size(size_t bytes);
-// A step's event name: its parts in order, as NCCL names its primitives
-// (recv, reduce, copy for a store, send), its payload, and its peers:
-// "recv-reduce-send 1.0 MiB from 3 to 5", "send 256 KiB to 2", "recv-copy 64
-// KiB from 1", "reduce 4.0 KiB" (a local combine), "copy 8 B".
-std::string trace_step_name(uint8_t flags, size_t bytes, int recv_peer, int send_peer);
 
 class TraceRecorder {
 public:
