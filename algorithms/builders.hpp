@@ -62,6 +62,19 @@ struct Torus2dChannel {
 // and the cost model times them, so both read the same layout.
 std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t chunk);
 
+// Hierarchical (two-level) schedules for ranks on several hosts, given as
+// the ranks of each host (Topology::host_groups(), at least two hosts):
+// allreduce, reduce-scatter, allgather, broadcast, reduce, on
+// hierarchical_channels() channels. See hierarchical.cpp. Other
+// collectives, or fewer than two hosts, get a schedule without channels.
+// Calls of kHierarchicalSplitBytes and more take two channels, so that
+// one's exchanges within a host overlap the other's across the network;
+// smaller ones one, whose messages are fewer.
+constexpr size_t kHierarchicalChannels = 4;
+constexpr size_t kHierarchicalSplitBytes = 64 * 1024;
+size_t hierarchical_channels(const CollectiveArgs &args);
+Schedule build_hierarchical(const CollectiveArgs &args, const std::vector<std::vector<int>> &host_groups);
+
 // Dissemination barrier: ceil(log2 p) rounds of zero-byte messages.
 Schedule build_dissemination_barrier(const CollectiveArgs &args, const std::vector<int> &ring);
 

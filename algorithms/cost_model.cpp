@@ -159,8 +159,13 @@ double CostInputs::host_reduce_us(size_t elem_size) const {
 
 double lower_bound_us(const CollectiveArgs &args, const Topology &topology) {
     if (args.nranks <= 1) return 0;
-    return us_for(static_cast<double>(call_bytes(args)) * bus_bandwidth_factor(args.collective, args.nranks),
-                  topology.min_injection_gbps());
+    const double bytes = static_cast<double>(call_bytes(args));
+    const double chips =
+        us_for(bytes * bus_bandwidth_factor(args.collective, args.nranks), topology.min_injection_gbps());
+    if (!topology.spans_hosts()) return chips;
+    // Across h hosts, each host's link carries what h ranks of one chip each would.
+    const int hosts = static_cast<int>(topology.host_groups().size());
+    return std::max(chips, us_for(bytes * bus_bandwidth_factor(args.collective, hosts), topology.network_gbps()));
 }
 
 } // namespace nnpccl

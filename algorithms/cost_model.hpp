@@ -43,7 +43,8 @@ struct CostInputs {
 };
 
 // The least time any algorithm can take for the call: its bus bytes over
-// the slowest chip's injection bandwidth (for allreduce 2(p-1)/p·n / B).
+// the slowest chip's injection bandwidth (for allreduce 2(p-1)/p·n / B),
+// and on several hosts the bus bytes of h ranks over a host's network link.
 double lower_bound_us(const CollectiveArgs &args, const Topology &topology);
 
 } // namespace nnpccl

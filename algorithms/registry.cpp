@@ -26,6 +26,7 @@ bool AlgorithmInfo::serves_collective(Collective c) const {
 // Each algorithm's entry, defined in its own file.
 const AlgorithmInfo &ring_algorithm();
 const AlgorithmInfo &torus2d_algorithm();
+const AlgorithmInfo &hierarchical_algorithm();
 const AlgorithmInfo &double_binary_tree_algorithm();
 const AlgorithmInfo &halving_doubling_algorithm();
 const AlgorithmInfo &direct_algorithm();
@@ -36,8 +37,15 @@ const AlgorithmInfo &dissemination_algorithm();
 // The table: in order of preference when predictions tie.
 const std::vector<AlgorithmInfo> &algorithm_registry() {
     static const std::vector<AlgorithmInfo> registry = {
-        ring_algorithm(),   torus2d_algorithm(),  double_binary_tree_algorithm(), halving_doubling_algorithm(),
-        direct_algorithm(), pairwise_algorithm(), p2p_algorithm(),                dissemination_algorithm(),
+        ring_algorithm(),
+        torus2d_algorithm(),
+        hierarchical_algorithm(),
+        double_binary_tree_algorithm(),
+        halving_doubling_algorithm(),
+        direct_algorithm(),
+        pairwise_algorithm(),
+        p2p_algorithm(),
+        dissemination_algorithm(),
     };
     return registry;
 }

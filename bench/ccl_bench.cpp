@@ -157,7 +157,8 @@ Options parse_options(int argc, char **argv) {
         ->type_name("T");
     app.add_option("--topo", topo,
                    "plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
-                   "nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024) or a topology file;\n"
+                   "nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024, hosts:HxL, hosts:A,B,...)\n"
+                   "or a topology file;\n"
                    "sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)")
         ->type_name("T");
     app.add_option("--soak", soak_seconds,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
@@ -131,7 +132,9 @@ int explain_plans(const ExplainRequest &request) {
                 nnpccl_datatype_name(request.datatype), elem, e.chunk_bytes, e.host_reduce_us_per_byte * 1e3, elem,
                 e.ranks_per_core, e.algorithms_forced ? "set" : "unset");
     std::printf("# time in us, busbw in GB/s; * marks the choice; bound: the bus bytes at the slowest chip's "
-                "injection, %g GB/s\n", e.injection_gbps);
+                "injection, %g GB/s%s\n",
+                e.injection_gbps,
+                std::strncmp(e.topology, "hosts:", 6) == 0 ? ", or of the hosts at a host's network link" : "");
     if (e.tunes)
         std::printf("# on flat the ranks measure the algorithms predicted within 2x of the fastest at each size's "
                     "first calls and run the fastest measured (NNPCCL_TUNE=1; results may then differ between runs)\n");

@@ -193,11 +193,54 @@ Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, con
     return take_tuning_file(comm, std::string_view(root).substr(newline + 1));
 }
 
-// The machine model every plan is made on.
-Status load_machine(nnpccl_comm &comm) {
-    if (Status loaded = load_topology(comm.settings.planning.topology, comm.nranks, &comm.topology); !loaded)
-        return invalid_argument("NNPCCL_TOPO=%s: %s", comm.settings.planning.topology.c_str(),
-                                loaded.message().c_str());
+// The name a host goes by in the machine model: its host name, or its
+// whole identity where two hosts share a name.
+std::vector<std::string> host_names(const JobHosts &hosts) {
+    std::vector<std::string> names;
+    for (const std::string &id : hosts.host) names.push_back(id.substr(0, id.find('/')));
+    for (size_t a = 0; a < names.size(); ++a)
+        for (size_t b = 0; b < names.size(); ++b)
+            if (names[a] == names[b] && hosts.host[a] != hosts.host[b]) return hosts.host;
+    return names;
+}
+
+// "hosts:HxL" when every host has L ranks, else "hosts:A,B,..." (the
+// preset that plans the same machine, hosts in the order of their lowest rank).
+std::string hosts_spec(const std::vector<std::string> &host_of_rank) {
+    std::vector<std::string> order;
+    std::vector<int> counts;
+    for (const std::string &h : host_of_rank) {
+        auto it = std::find(order.begin(), order.end(), h);
+        if (it == order.end()) {
+            order.push_back(h);
+            counts.push_back(1);
+        } else {
+            ++counts[static_cast<size_t>(it - order.begin())];
+        }
+    }
+    if (std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; }))
+        return format("hosts:%zux%d", counts.size(), counts[0]);
+    std::string spec = "hosts:";
+    for (size_t i = 0; i < counts.size(); ++i) spec += (i > 0 ? "," : "") + std::to_string(counts[i]);
+    return spec;
+}
+
+// The machine model every plan is made on: NNPCCL_TOPO's, or for a job on
+// several hosts with none given the two-level host machine (the host
+// model within each host, the network between them; docs/design.md, "Jobs
+// on several hosts").
+Status load_machine(nnpccl_comm &comm, const JobHosts &hosts) {
+    const PlanningOptions &planning = comm.settings.planning;
+    TopologyOptions options;
+    if (planning.network_gbps > 0) options.network.gbps = planning.network_gbps;
+    if (planning.network_latency_us >= 0) options.network.latency_us = planning.network_latency_us;
+    if ((planning.topology.empty() || planning.topology == "flat") && hosts.any_remote) {
+        const std::vector<std::string> names = host_names(hosts);
+        return Topology::create(hosts_machine(hosts_spec(names), names, options.host, options.network), {}, comm.nranks,
+                                &comm.topology);
+    }
+    if (Status loaded = load_topology(planning.topology, comm.nranks, options, &comm.topology); !loaded)
+        return invalid_argument("NNPCCL_TOPO=%s: %s", planning.topology.c_str(), loaded.message().c_str());
     return Status::ok();
 }
 
@@ -311,7 +354,7 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     if (comm.trace != nullptr && comm.rank == hosts.local.front()) NNPCCL_TRY(comm.trace->start_file());
     double ranks_per_core = 1;
     NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
-    NNPCCL_TRY(load_machine(comm));
+    NNPCCL_TRY(load_machine(comm, hosts));
     NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline));
     NNPCCL_TRY(open_transports(comm, hosts, deadline));
     if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm, hosts, deadline));

@@ -40,6 +40,7 @@ struct Chip {
     std::string host;          // the host (or chassis) the chip sits in; empty when unknown
     int ports = kIclPortsPerChip; // how many neighbours it can be cabled to
     double injection_gbps = 0; // what the chip can send per direction; 0 = the sum of its outgoing links
+    bool network = false;      // a NIC or switch of a job's network (hosts_machine): never a rank's chip
 };
 
 // What the machine was built as: drawing and the torus algorithms use it;

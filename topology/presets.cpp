@@ -1,5 +1,6 @@
 #include "presets.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace nnpccl {
@@ -27,6 +28,40 @@ bool starts_with(const std::string &s, const char *prefix) { return s.rfind(pref
 
 // The largest machine a preset may describe: pod1024 and some headroom.
 constexpr int kMaxPresetChips = 65536;
+// The most ranks a `hosts:` preset may hold: its intra-host links are
+// quadratic in the ranks per host.
+constexpr int kMaxPresetRanks = 4096;
+
+// `hosts:HxL` (H hosts of L ranks) or `hosts:A,B,...` (a host per count).
+Status parse_host_counts(const std::string &spec, std::vector<int> *counts) {
+    const std::string body = spec.substr(6);
+    const Status wrong(NNPCCL_ERR_INVALID_ARGUMENT,
+                       "topology '" + spec +
+                           "': hosts:HxL needs H hosts of L ranks (e.g. hosts:2x4), or hosts:A,B,... " +
+                           "a rank count per host (e.g. hosts:3,1); at least 2 hosts and at most " +
+                           std::to_string(kMaxPresetRanks) + " ranks");
+    int x = 0, y = 0;
+    const size_t cross = body.find('x');
+    if (cross != std::string::npos) {
+        if (!parse_count(body.substr(0, cross), kMaxPresetRanks, &x) ||
+            !parse_count(body.substr(cross + 1), kMaxPresetRanks, &y))
+            return wrong;
+        counts->assign(static_cast<size_t>(x), y);
+    } else {
+        size_t start = 0;
+        for (;;) {
+            const size_t comma = body.find(',', start);
+            if (!parse_count(body.substr(start, comma - start), kMaxPresetRanks, &x)) return wrong;
+            counts->push_back(x);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    long total = 0;
+    for (int c : *counts) total += c;
+    if (counts->size() < 2 || total > kMaxPresetRanks) return wrong;
+    return Status::ok();
+}
 
 } // namespace
 
@@ -88,9 +123,56 @@ Machine flat_machine(int n, LinkParams host) {
     return m;
 }
 
+Machine hosts_machine(const std::string &name, const std::vector<std::string> &host_of_rank, LinkParams host,
+                      LinkParams network) {
+    Machine m(name, Shape::Flat);
+    std::vector<std::string> hosts;
+    std::vector<int> host_index;
+    for (const std::string &h : host_of_rank) {
+        auto it = std::find(hosts.begin(), hosts.end(), h);
+        host_index.push_back(static_cast<int>(it - hosts.begin()));
+        if (it == hosts.end()) hosts.push_back(h);
+    }
+    const int p = static_cast<int>(host_of_rank.size()), h = static_cast<int>(hosts.size());
+    for (int r = 0; r < p; ++r) {
+        Chip chip;
+        chip.host = host_of_rank[static_cast<size_t>(r)];
+        chip.ports = p; // its host's ranks and its NIC
+        chip.injection_gbps = host.gbps;
+        m.add_chip(chip);
+    }
+    // Nodes p + 2g and p + 2g + 1: host g's NIC, out and in; then the switch.
+    for (int g = 0; g < h; ++g)
+        for (int way = 0; way < 2; ++way) {
+            Chip nic;
+            nic.host = hosts[static_cast<size_t>(g)];
+            nic.ports = p + 1;
+            nic.network = true;
+            m.add_chip(nic);
+        }
+    Chip fabric;
+    fabric.ports = 2 * h;
+    fabric.network = true;
+    const int switch_node = m.add_chip(fabric);
+    for (int a = 0; a < p; ++a)
+        for (int b = a + 1; b < p; ++b)
+            if (host_index[static_cast<size_t>(a)] == host_index[static_cast<size_t>(b)]) must_link(&m, a, b, host);
+    // A rank reaches its NIC through memory: the host link's bandwidth and
+    // no latency of its own (the network's figure is the whole trip).
+    const LinkParams to_nic{host.gbps, 0.0}, half_network{network.gbps, network.latency_us / 2};
+    for (int r = 0; r < p; ++r) {
+        const int g = host_index[static_cast<size_t>(r)];
+        if (!m.add_link(r, p + 2 * g, to_nic) || !m.add_link(p + 2 * g + 1, r, to_nic)) std::abort();
+    }
+    for (int g = 0; g < h; ++g)
+        if (!m.add_link(p + 2 * g, switch_node, half_network) || !m.add_link(switch_node, p + 2 * g + 1, half_network))
+            std::abort();
+    return m;
+}
+
 bool is_preset_spec(const std::string &spec) {
-    return spec == "flat" || spec == "hcm8" || starts_with(spec, "nnpt-") || starts_with(spec, "ring:") ||
-           starts_with(spec, "fc:") || starts_with(spec, "torus:");
+    return spec == "flat" || starts_with(spec, "hosts:") || spec == "hcm8" || starts_with(spec, "nnpt-") ||
+           starts_with(spec, "ring:") || starts_with(spec, "fc:") || starts_with(spec, "torus:");
 }
 
 Status build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out) {
@@ -115,6 +197,17 @@ Status build_preset(const std::string &spec, int nranks, const TopologyOptions &
         out->set_name(spec);
         // A POD is chassis of 8 chips (one host each), chained along x.
         for (int c = 0; c < out->num_chips(); ++c) out->mutable_chip(c).host = "chassis" + std::to_string(c / 8);
+    } else if (starts_with(spec, "hosts:")) {
+        std::vector<int> counts;
+        NNPCCL_TRY(parse_host_counts(spec, &counts));
+        std::vector<std::string> host_of_rank;
+        for (size_t g = 0; g < counts.size(); ++g)
+            for (int i = 0; i < counts[g]; ++i) host_of_rank.push_back("host" + std::to_string(g));
+        if (nranks > 0 && nranks != static_cast<int>(host_of_rank.size()))
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + spec + "' has " +
+                                                           std::to_string(host_of_rank.size()) + " ranks, not " +
+                                                           std::to_string(nranks));
+        *out = hosts_machine(spec, host_of_rank, options.host, options.network);
     } else if (starts_with(spec, "ring:")) {
         if (!parse_count(spec.substr(5), kMaxPresetChips, &n) || n < 2)
             return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + spec + "': ring:N needs a chip count N >= 2");
@@ -136,9 +229,10 @@ Status build_preset(const std::string &spec, int nranks, const TopologyOptions &
                               std::to_string(kMaxPresetChips) + " chips (e.g. torus:8x4)");
         *out = torus_machine(x, y, icl);
     } else {
-        return Status(NNPCCL_ERR_INVALID_ARGUMENT,
-                      "unknown preset '" + spec + "'; presets are: " +
-                          "ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 nnpt-pod32 nnpt-pod1024 flat");
+        return Status(
+            NNPCCL_ERR_INVALID_ARGUMENT,
+            "unknown preset '" + spec + "'; presets are: " +
+                "ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 nnpt-pod32 nnpt-pod1024 flat hosts:HxL hosts:A,B,...");
     }
     return Status::ok();
 }
@@ -152,7 +246,9 @@ std::string describe_presets() {
            "  nnpt-hcm8     NNP-T: 8-way OAM baseboard, hybrid cube mesh\n"
            "  nnpt-pod32    NNP-T: 4 chassis x 8 chips, glueless 8x4 torus\n"
            "  nnpt-pod1024  NNP-T: 32x32 torus (for simulation)\n"
-           "  flat          one chip per rank, every pair linked at host speed (the default)\n";
+           "  flat          one chip per rank, every pair linked at host speed (the default)\n"
+           "  hosts:HxL     H hosts of L ranks each: flat within a host, hosts joined by a network\n"
+           "  hosts:A,B,..  hosts of A, B, ... ranks (a job on several hosts is planned on this)\n";
 }
 
 } // namespace nnpccl

@@ -1,6 +1,7 @@
 // Named machines. The names are part of the interface (docs/design.md,
 // "Adding a topology preset"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, the NNP-T presets
-// `nnpt-ring8`, `nnpt-hcm8`, `nnpt-pod32`, `nnpt-pod1024`, and `flat`.
+// `nnpt-ring8`, `nnpt-hcm8`, `nnpt-pod32`, `nnpt-pod1024`, `flat`, and the
+// two-level host machines `hosts:HxL` and `hosts:A,B,...`.
 #pragma once
 
 #include <string>
@@ -20,9 +21,14 @@ namespace nnpccl {
 // of what they measured, where the model ranks the ring and
 // halving-doubling at 32 KiB as they ran (docs/performance.md,
 // "Selection").
+//
+// `network` is what joins hosts in a job that spans them (NNPCCL_NET, else
+// this default: a 10 Gbit/s Ethernet port and a TCP round's latency through
+// libfabric's tcp provider; docs/design.md, "Jobs on several hosts").
 struct TopologyOptions {
     LinkParams icl{kIclPortGbps, 1.0};
     LinkParams host{10.0, 1.5};
+    LinkParams network{1.25, 20.0};
 };
 
 // Chips 0..n-1 on a bidirectional ring (n >= 2; n = 2 is one cable).
@@ -41,10 +47,20 @@ Machine torus_machine(int x, int y, LinkParams icl);
 // A chip's injection bandwidth is the host link's, not the sum over its
 // links: all of them share one memory system.
 Machine flat_machine(int n, LinkParams host);
+// The host model of a job on several hosts, two levels: rank r's chip is
+// chip r, on host host_of_rank[r]; ranks of one host are linked pairwise
+// at the `host` figures (as `flat`); each host has a NIC, two nodes (out
+// and in) past the ranks' chips, joined to one switch by a link each way
+// at the `network` figures (half its latency on either side of the
+// switch), so every rank of a host shares the host's link. Shape::Flat:
+// the ranks reduce on their host's cores. Named `name`.
+Machine hosts_machine(const std::string &name, const std::vector<std::string> &host_of_rank, LinkParams host,
+                      LinkParams network);
 
 // Whether `spec` is spelled like a preset (it may still be invalid, e.g. `ring:0`).
 bool is_preset_spec(const std::string &spec);
-// Builds the preset `spec`. `nranks` is only read by `flat` (its size).
+// Builds the preset `spec`. `nranks` is only read by `flat` (its size);
+// `hosts:...` must be given its own rank count, or 0.
 Status build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out);
 // The preset spellings, one per line with a description, for --help texts.
 std::string describe_presets();

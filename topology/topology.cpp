@@ -72,6 +72,23 @@ UndirectedGraph rank_graph(const Machine &m, const std::vector<int> &chip_of_ran
     return g;
 }
 
+// The ranks grouped by their chips' hosts (Topology::host_groups()).
+void group_by_host(const Machine &m, const std::vector<int> &chip_of_rank, std::vector<std::vector<int>> *groups,
+                   std::vector<int> *host_of_rank) {
+    std::vector<std::string> names;
+    for (size_t r = 0; r < chip_of_rank.size(); ++r) {
+        const std::string &host = m.chip(chip_of_rank[r]).host;
+        auto it = std::find(names.begin(), names.end(), host);
+        const auto g = static_cast<size_t>(it - names.begin());
+        if (it == names.end()) {
+            names.push_back(host);
+            groups->emplace_back();
+        }
+        (*groups)[g].push_back(static_cast<int>(r));
+        host_of_rank->push_back(static_cast<int>(g));
+    }
+}
+
 // The ranks' grid on a torus: the bounding box of their chips' coordinates
 // when they fill it exactly.
 RankGrid torus_grid(const Machine &m, const std::vector<int> &chip_of_rank) {
@@ -264,20 +281,43 @@ double Topology::min_injection_gbps() const {
     return b;
 }
 
+double Topology::network_gbps() const {
+    double gbps = kInfinity;
+    if (!spans_hosts()) return gbps;
+    for (const Link &l : machine_.links())
+        if (machine_.chip(l.from).network) gbps = std::min(gbps, l.gbps);
+    return gbps;
+}
+
 double Topology::allreduce_lower_bound_us(size_t bytes) const {
     const int p = nranks();
     if (p <= 1) return 0;
     // GB/s = 1e3 bytes per µs.
-    return 2.0 * (p - 1) / p * static_cast<double>(bytes) / (min_injection_gbps() * 1e3);
+    const double n = static_cast<double>(bytes);
+    double bound = 2.0 * (p - 1) / p * n / (min_injection_gbps() * 1e3);
+    if (spans_hosts()) {
+        // Each host's link must carry 2(h-1)/h of the buffer out (and in).
+        const double h = static_cast<double>(host_groups_.size());
+        bound = std::max(bound, 2.0 * (h - 1) / h * n / (network_gbps() * 1e3));
+    }
+    return bound;
 }
 
 Status Topology::create(Machine machine, const std::vector<int> &requested, int nranks, Topology *out) {
     Topology t;
-    if (nranks <= 0) nranks = requested.empty() ? machine.num_chips() : static_cast<int>(requested.size());
+    // Network nodes hold no rank: without a placement list, ranks take the
+    // other chips in order.
+    std::vector<int> rank_chips = requested;
+    if (rank_chips.empty()) {
+        for (int c = 0; c < machine.num_chips(); ++c)
+            if (!machine.chip(c).network) rank_chips.push_back(c);
+        if (static_cast<int>(rank_chips.size()) == machine.num_chips()) rank_chips.clear();
+    }
+    if (nranks <= 0) nranks = rank_chips.empty() ? machine.num_chips() : static_cast<int>(rank_chips.size());
     if (Status ports = machine.check_ports(); !ports)
         return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + machine.name() + "': " + ports.message());
     std::string error;
-    NNPCCL_TRY(place_ranks(machine, nranks, requested, &t.chip_of_rank_));
+    NNPCCL_TRY(place_ranks(machine, nranks, rank_chips, &t.chip_of_rank_));
     if (!placed_chips_connected(machine, t.chip_of_rank_, &error)) return Status(NNPCCL_ERR_INVALID_ARGUMENT, error);
     t.machine_ = std::move(machine);
     const Machine &m = t.machine_;
@@ -286,10 +326,14 @@ Status Topology::create(Machine machine, const std::vector<int> &requested, int 
     t.grid_ = torus_grid(m, t.chip_of_rank_);
     const std::vector<int> spanning = spanning_parents(m, t.chip_of_rank_, g, 0);
 
+    group_by_host(m, t.chip_of_rank_, &t.host_groups_, &t.host_of_rank_);
     std::vector<VertexRing> rings;
     if (m.shape() == Shape::Flat || p <= 2) {
+        // Host by host, so that the ring crosses each host's network link
+        // once each way.
         VertexRing in_order;
-        for (int r = 0; r < p; ++r) in_order.push_back(r);
+        for (const std::vector<int> &group : t.host_groups_)
+            in_order.insert(in_order.end(), group.begin(), group.end());
         rings.push_back(in_order);
     } else {
         const std::vector<VertexRing> built = constructed_rings(g, t.grid_);
@@ -346,7 +390,7 @@ Status load_topology(const std::string &spec, int nranks, const TopologyOptions 
     if (!std::ifstream(name).good())
         return Status(NNPCCL_ERR_INVALID_ARGUMENT,
                       "topology '" + name + "' is neither a preset (ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 " +
-                          "nnpt-pod32 nnpt-pod1024 flat) nor a readable topology file");
+                          "nnpt-pod32 nnpt-pod1024 flat hosts:HxL hosts:A,B,...) nor a readable topology file");
     TopologyFile file;
     NNPCCL_TRY(read_topology_file(name, &file));
     return Topology::create(std::move(file.machine), file.placement, nranks, out);

@@ -60,13 +60,16 @@ public:
     // The host model for `nranks` ranks (the default with no topology
     // given, docs/design.md): every pair linked at `host` figures, one ring in rank
     // order — its links share one memory system, so more rings would not
-    // add bandwidth. Never fails.
+    // add bandwidth. Never fails. (On a machine of several hosts, the ring
+    // visits each host's ranks in a row: it crosses the network h times.)
     static Topology flat(int nranks);
     static Topology flat(int nranks, LinkParams host);
 
     // Places `nranks` ranks on `machine` (see placement.hpp; `requested` is
     // a file's placement list, or empty) and embeds rings and trees.
     // nranks <= 0 means one rank per chip (or per placement-list entry).
+    // Network nodes (Chip::network) hold no rank: with no list, the ranks
+    // take the other chips in order.
     static Status create(Machine machine, const std::vector<int> &requested, int nranks, Topology *out);
 
     const std::string &name() const { return machine_.name(); }
@@ -108,6 +111,15 @@ public:
         return double_binary_tree_[static_cast<size_t>(which)];
     }
 
+    // The ranks grouped by the host their chips sit in (Chip::host), hosts
+    // in the order of their lowest rank, ranks ascending; one group when
+    // the machine names no hosts. host_of(rank) indexes it.
+    const std::vector<std::vector<int>> &host_groups() const { return host_groups_; }
+    int host_of(int rank) const { return host_of_rank_[static_cast<size_t>(rank)]; }
+    // A job's machine of several hosts (hosts_machine()): the host model
+    // with a network between hosts, where the hierarchical algorithm plans.
+    bool spans_hosts() const { return machine_.shape() == Shape::Flat && host_groups_.size() > 1; }
+
     // The ranks' grid when the machine is a torus and they fill it or a
     // block of it; nullptr otherwise.
     const RankGrid *torus() const { return grid_.x > 0 ? &grid_ : nullptr; }
@@ -119,7 +131,11 @@ public:
     // them: B of the allreduce lower bound.
     double injection_gbps(int rank) const { return machine_.injection_gbps(chip_of(rank)); }
     double min_injection_gbps() const;
-    // Allreduce of `bytes` cannot finish faster than 2(p-1)/p · n / B (µs).
+    // The slowest host's network link (GB/s per direction) when the ranks
+    // span hosts (spans_hosts()); +inf otherwise.
+    double network_gbps() const;
+    // Allreduce of `bytes` cannot finish faster than 2(p-1)/p · n / B (µs),
+    // nor, across h hosts, than 2(h-1)/h · n over a host's network link.
     double allreduce_lower_bound_us(size_t bytes) const;
 
     // The route data takes from one rank's chip to another's.
@@ -136,6 +152,8 @@ private:
     TreeEmbedding spanning_tree_;
     TreeEmbedding double_binary_tree_[2];
     RankGrid grid_;
+    std::vector<std::vector<int>> host_groups_;
+    std::vector<int> host_of_rank_;
 };
 
 // Builds the topology `spec` names for `nranks` ranks: a preset (see

@@ -62,6 +62,17 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
         return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm or ofi", transport.c_str());
     s.planning.topology = env_string("NNPCCL_TOPO");
     s.pin = env_string("NNPCCL_PIN");
+    if (std::string net = env_string("NNPCCL_NET"); !net.empty()) {
+        char *end = nullptr;
+        s.planning.network_gbps = std::strtod(net.c_str(), &end);
+        if (*end == ',') s.planning.network_latency_us = std::strtod(end + 1, &end);
+        if (*end != '\0' || !(s.planning.network_gbps >= 1e-3 && s.planning.network_gbps <= 1e4) ||
+            !(s.planning.network_latency_us == -1 ||
+              (s.planning.network_latency_us >= 0 && s.planning.network_latency_us <= 1e6)))
+            return invalid_argument("NNPCCL_NET=%s is not GBPS or GBPS,LATENCY_US (the network between hosts: "
+                                    "GB/s per direction from 0.001 to 10000, µs from 0 to 1e6; e.g. 1.25,20)",
+                                    net.c_str());
+    }
     int emulate = 0;
     NNPCCL_TRY(env_int("NNPCCL_EMULATE_LINKS", 0, 1, &emulate));
     s.emulation.links = emulate == 1;

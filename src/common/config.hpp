@@ -26,6 +26,10 @@ struct OfiOptions {
 struct PlanningOptions {
     size_t chunk_bytes = 512 * 1024; // NNPCCL_CHUNK_SIZE: pipelining unit (data per message)
     std::string topology;            // NNPCCL_TOPO: a preset name or a topology file; empty = flat
+    // NNPCCL_NET=GBPS[,LATENCY_US]: the network between hosts of a job on
+    // several hosts (and of hosts:... presets); 0 = the default (presets.hpp).
+    double network_gbps = 0;
+    double network_latency_us = -1;
     // NNPCCL_ALGO's syntax (algorithms/algo_override.hpp), unparsed: the
     // algorithms layer parses it when the communicator is made. `source`
     // names where it came from, for its error messages.
