@@ -67,11 +67,12 @@ std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t ch
 // allreduce, reduce-scatter, allgather, broadcast, reduce, on
 // hierarchical_channels() channels. See hierarchical.cpp. Other
 // collectives, or fewer than two hosts, get a schedule without channels.
-// Calls of kHierarchicalSplitBytes and more take two channels, so that
-// one's exchanges within a host overlap the other's across the network;
-// smaller ones one, whose messages are fewer.
+// Calls of kHierarchicalSplitBytes and more take kHierarchicalChannels
+// channels, so that one's exchanges within a host overlap another's
+// across the network; smaller ones one, whose messages are fewer and
+// larger (docs/performance.md, "Several hosts", has what set the figures).
 constexpr size_t kHierarchicalChannels = 4;
-constexpr size_t kHierarchicalSplitBytes = 64 * 1024;
+constexpr size_t kHierarchicalSplitBytes = 512 * 1024;
 size_t hierarchical_channels(const CollectiveArgs &args);
 Schedule build_hierarchical(const CollectiveArgs &args, const std::vector<std::vector<int>> &host_groups);
 

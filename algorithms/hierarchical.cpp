@@ -9,9 +9,10 @@
 //                   through each host's link on 2 hosts of 4)
 //   reduce-scatter  (l-1)α + (h-1)A + (l-1)/l·nβ + (h-1)/h·nB
 //   allgather       the same, network first
-//   broadcast       a pipelined chain across the hosts' leaders, under a
-//                   binary tree within each host: (h-1)A + log2(l)α + nB...
-//   reduce          the same, trees first
+//   broadcast       a chain across the hosts' leaders, under a binary tree
+//                   within each host, pipelined in c chunks:
+//                   (h-2+c)(A + n/c·B) + log2(l)α + 2n·β (a parent sends to two)
+//   reduce          the same, trees first, plus the sums
 //
 // The data is cut into p blocks (reduce-scatter and allgather: the ranks'
 // own blocks). Block b belongs to rank b; on every other host g one rank,
@@ -175,8 +176,7 @@ void host_reduce_scatter(const HostRing &ring, Buf src, Where partial, StepList 
 }
 
 // Allgather within the host: the piece of place q, in the receive buffer
-// at its column's rank, travels q+1, ..., q-1. `first` gives where this
-// rank's own chunk starts from and whether it is stored on the way.
+// at its column's rank, travels q+1, ..., q-1.
 void host_allgather(const HostRing &ring, StepList &out) {
     const int l = ring.size(), me = ring.me;
     if (l == 1) return;
@@ -196,10 +196,15 @@ void host_allgather(const HostRing &ring, StepList &out) {
     }
 }
 
-// The most chunks any block has: the chains' chunk loop.
-size_t most_block_chunks(const Blocks &blocks) {
+// Every block's chunks, and the most any block has: the chains' chunk loop.
+std::vector<std::vector<ElemRange>> every_block_chunks(const Blocks &blocks) {
+    std::vector<std::vector<ElemRange>> all;
+    for (int b = 0; b < blocks.p; ++b) all.push_back(blocks.chunks(b));
+    return all;
+}
+size_t most_chunks(const std::vector<std::vector<ElemRange>> &chunks_of) {
     size_t most = 0;
-    for (int b = 0; b < blocks.p; ++b) most = std::max(most, blocks.chunks(b).size());
+    for (const auto &c : chunks_of) most = std::max(most, c.size());
     return most;
 }
 
@@ -209,12 +214,13 @@ size_t most_block_chunks(const Blocks &blocks) {
 void network_reduce(const HostLayout &layout, const Blocks &blocks, int rank, Where partial, Where total,
                     StepList &out) {
     const int h = layout.hosts();
-    for (size_t k = 0, n = most_block_chunks(blocks); k < n; ++k)
+    const std::vector<std::vector<ElemRange>> chunks_of = every_block_chunks(blocks);
+    for (size_t k = 0, n = most_chunks(chunks_of); k < n; ++k)
         for (int hop = 0; hop < h; ++hop)
             for (int b = 0; b < blocks.p; ++b) {
                 const int host = layout.chain_host(b, hop);
                 if (layout.agent(host, b) != rank) continue;
-                const std::vector<ElemRange> chunks = blocks.chunks(b);
+                const std::vector<ElemRange> &chunks = chunks_of[static_cast<size_t>(b)];
                 if (k >= chunks.size()) continue;
                 const ElemRange &r = chunks[k];
                 const int prev = hop > 0 ? layout.agent(layout.chain_host(b, hop - 1), b) : -1;
@@ -234,13 +240,14 @@ void network_reduce(const HostLayout &layout, const Blocks &blocks, int rank, Wh
 void network_broadcast(const HostLayout &layout, const Blocks &blocks, int rank, Where own, bool own_in_recv,
                        StepList &out) {
     const int h = layout.hosts();
-    for (size_t k = 0, n = most_block_chunks(blocks); k < n; ++k)
+    const std::vector<std::vector<ElemRange>> chunks_of = every_block_chunks(blocks);
+    for (size_t k = 0, n = most_chunks(chunks_of); k < n; ++k)
         for (int hop = 0; hop < h; ++hop)
             for (int b = 0; b < blocks.p; ++b) {
                 // Hop 0 is b itself, then the hosts after b's.
                 const int host = hop == 0 ? layout.host_of[static_cast<size_t>(b)] : layout.chain_host(b, hop - 1);
                 if (layout.agent(host, b) != rank) continue;
-                const std::vector<ElemRange> chunks = blocks.chunks(b);
+                const std::vector<ElemRange> &chunks = chunks_of[static_cast<size_t>(b)];
                 if (k >= chunks.size()) continue;
                 const ElemRange &r = chunks[k];
                 auto agent_at = [&](int i) {

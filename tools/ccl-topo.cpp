@@ -158,9 +158,19 @@ std::string tree_text(const nnpccl::TreeEmbedding &t, int nranks) {
 
 void print_topology(const nnpccl::Topology &t, const Options &o) {
     const nnpccl::Machine &m = t.machine();
-    std::printf("topology %s: %s\n", t.name().c_str(), shape_words(m.shape()));
+    std::printf("topology %s: %s\n", t.name().c_str(),
+                t.spans_hosts() ? "hosts (the host model within each host, a network between them)"
+                                : shape_words(m.shape()));
     if (m.shape() == nnpccl::Shape::Torus)
         std::printf("  torus: %dx%d, wrap-around in both dimensions\n", m.torus().x, m.torus().y);
+    if (t.spans_hosts()) {
+        // The two levels: each host's ranks, and the network link they share.
+        std::printf("  hosts: %zu, joined by a switch, each by one link of %s GB/s per direction (its ranks share "
+                    "it)\n",
+                    t.host_groups().size(), num(t.network_gbps()).c_str());
+        for (const std::vector<int> &group : t.host_groups())
+            std::printf("    %s: ranks %s\n", m.chip(t.chip_of(group[0])).host.c_str(), rank_list(group).c_str());
+    }
     double bw_lo = 1e300, bw_hi = 0, lat_lo = 1e300, lat_hi = 0;
     for (const nnpccl::Link &l : m.links()) {
         bw_lo = std::min(bw_lo, l.gbps);

@@ -99,7 +99,7 @@ TEST_CASE("hierarchical schedules are bit-exact and deadlock-free on even, uneve
     }
 }
 
-TEST_CASE("hierarchical schedules split calls of 64 KiB and more over two channels, still bit-exact",
+TEST_CASE("hierarchical schedules split large calls over several channels, still bit-exact",
           "[schedules][hierarchical]") {
     const Groups layouts[] = {{{0, 1}, {2, 3}}, {{0, 1, 2}, {3}}, {{0, 3, 5}, {1}, {2, 4}}};
     for (const Groups &groups : layouts) {
