@@ -225,16 +225,50 @@ std::string hosts_spec(const std::vector<std::string> &host_of_rank) {
     return spec;
 }
 
+// The network's bandwidth between the hosts: NNPCCL_NET's, else the
+// slowest link speed libfabric reports on any rank, else the default.
+// Collective: every rank takes part, so that all plan on the same figure.
+Status agree_on_network(nnpccl_comm &comm, const Deadline &deadline, LinkParams *network) {
+    const PlanningOptions &planning = comm.settings.planning;
+    const double reported = planning.network_gbps > 0 ? 0 : OfiTransport::reported_link_gbps(comm.facts.nic_hint);
+    std::vector<std::string> all;
+    NNPCCL_TRY(comm.bootstrap->allgather(format("%a", reported), deadline, &all));
+    double slowest = 0;
+    for (const std::string &entry : all) {
+        const double gbps = std::strtod(entry.c_str(), nullptr);
+        if (!(gbps > 0)) {
+            slowest = 0; // a rank whose NIC says nothing: no figure holds for all
+            break;
+        }
+        slowest = slowest > 0 ? std::min(slowest, gbps) : gbps;
+    }
+    const char *source = "NNPCCL_NET";
+    if (planning.network_gbps > 0) {
+        network->gbps = planning.network_gbps;
+    } else if (slowest > 0) {
+        network->gbps = slowest;
+        source = "the slowest link speed libfabric reports";
+    } else {
+        source = "the default: libfabric reports no link speed here; NNPCCL_NET sets it";
+    }
+    if (planning.network_latency_us >= 0) network->latency_us = planning.network_latency_us;
+    if (comm.rank == 0)
+        LOG_INFO("planning on a network of %g GB/s and %g us between hosts (%s)", network->gbps, network->latency_us,
+                 source);
+    return Status::ok();
+}
+
 // The machine model every plan is made on: NNPCCL_TOPO's, or for a job on
 // several hosts with none given the two-level host machine (the host
 // model within each host, the network between them; docs/design.md, "Jobs
 // on several hosts").
-Status load_machine(nnpccl_comm &comm, const JobHosts &hosts) {
+Status load_machine(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
     const PlanningOptions &planning = comm.settings.planning;
     TopologyOptions options;
     if (planning.network_gbps > 0) options.network.gbps = planning.network_gbps;
     if (planning.network_latency_us >= 0) options.network.latency_us = planning.network_latency_us;
     if ((planning.topology.empty() || planning.topology == "flat") && hosts.any_remote) {
+        NNPCCL_TRY(agree_on_network(comm, deadline, &options.network));
         const std::vector<std::string> names = host_names(hosts);
         return Topology::create(hosts_machine(hosts_spec(names), names, options.host, options.network), {}, comm.nranks,
                                 &comm.topology);
@@ -354,7 +388,7 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     if (comm.trace != nullptr && comm.rank == hosts.local.front()) NNPCCL_TRY(comm.trace->start_file());
     double ranks_per_core = 1;
     NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
-    NNPCCL_TRY(load_machine(comm, hosts));
+    NNPCCL_TRY(load_machine(comm, hosts, deadline));
     NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline));
     NNPCCL_TRY(open_transports(comm, hosts, deadline));
     if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm, hosts, deadline));

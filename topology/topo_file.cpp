@@ -134,7 +134,7 @@ bool read_chips(FileReader &r, const JsonValue &chips, const Defaults &defaults,
         const JsonValue &c = chips.items[i];
         std::string field = FileReader::index("chips", i);
         if (!r.expect(c, JsonValue::Kind::Object, field, "a chip object")) return false;
-        if (!r.only_members(c, field, {"id", "host", "ports", "injection_gbps"})) return false;
+        if (!r.only_members(c, field, {"id", "host", "ports", "injection_gbps", "network"})) return false;
         Chip chip;
         chip.ports = defaults.ports;
         long value = 0;
@@ -154,6 +154,10 @@ bool read_chips(FileReader &r, const JsonValue &chips, const Defaults &defaults,
         }
         if (const JsonValue *v = c.find("injection_gbps"))
             if (!r.positive(*v, field + ".injection_gbps", &chip.injection_gbps)) return false;
+        if (const JsonValue *v = c.find("network")) {
+            if (!r.expect(*v, JsonValue::Kind::Bool, field + ".network", "true or false")) return false;
+            chip.network = v->boolean;
+        }
         m->add_chip(chip);
     }
     return true;
@@ -385,7 +389,8 @@ std::string topology_to_json(const Machine &m, const std::vector<int> &placement
         }
     out << "  \"ports_per_chip\": " << ports << ",\n";
     bool plain = true;
-    for (const Chip &c : m.chips()) plain = plain && c.host.empty() && c.ports == ports && c.injection_gbps == 0;
+    for (const Chip &c : m.chips())
+        plain = plain && c.host.empty() && c.ports == ports && c.injection_gbps == 0 && !c.network;
     if (plain) {
         out << "  \"chips\": " << m.num_chips() << ",\n";
     } else {
@@ -396,6 +401,7 @@ std::string topology_to_json(const Machine &m, const std::vector<int> &placement
             if (!c.host.empty()) out << ", \"host\": " << quoted(c.host);
             if (c.ports != ports) out << ", \"ports\": " << c.ports;
             if (c.injection_gbps != 0) out << ", \"injection_gbps\": " << number(c.injection_gbps);
+            if (c.network) out << ", \"network\": true";
             out << "}" << (i + 1 < m.num_chips() ? ",\n" : "\n");
         }
         out << "  ],\n";

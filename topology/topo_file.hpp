@@ -10,6 +10,8 @@
 //     "link_defaults": {"gbps": 56, "latency_us": 1},   optional
 //     "chips": 8,                            a count, or one object per chip:
 //     "chips": [{"id": 0, "host": "node0", "ports": 4, "injection_gbps": 224}, ...],
+//                                            "network": true marks a NIC or switch: no rank runs there
+//                                            (a job on several hosts: shape "flat", chips with hosts)
 //     "links": [{"from": 0, "to": 1, "gbps": 56, "latency_us": 1, "duplex": true}, ...],
 //     "placement": [0, 1, 5, 4]             optional; rank i runs on chip placement[i]
 //   }

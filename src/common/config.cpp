@@ -41,6 +41,16 @@ Status env_int(const char *name, int min, int max, int *out) {
     return Status::ok();
 }
 
+// `text` is one number, from lo to hi.
+bool number_within(const std::string &text, double lo, double hi, double *out) {
+    if (text.empty()) return false;
+    char *end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
 constexpr size_t kMinChunk = 4096;
 constexpr size_t kMaxChunk = size_t{64} << 20;
 
@@ -63,12 +73,10 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     s.planning.topology = env_string("NNPCCL_TOPO");
     s.pin = env_string("NNPCCL_PIN");
     if (std::string net = env_string("NNPCCL_NET"); !net.empty()) {
-        char *end = nullptr;
-        s.planning.network_gbps = std::strtod(net.c_str(), &end);
-        if (*end == ',') s.planning.network_latency_us = std::strtod(end + 1, &end);
-        if (*end != '\0' || !(s.planning.network_gbps >= 1e-3 && s.planning.network_gbps <= 1e4) ||
-            !(s.planning.network_latency_us == -1 ||
-              (s.planning.network_latency_us >= 0 && s.planning.network_latency_us <= 1e6)))
+        const size_t comma = net.find(',');
+        if (!number_within(net.substr(0, comma), 1e-3, 1e4, &s.planning.network_gbps) ||
+            (comma != std::string::npos &&
+             !number_within(net.substr(comma + 1), 0, 1e6, &s.planning.network_latency_us)))
             return invalid_argument("NNPCCL_NET=%s is not GBPS or GBPS,LATENCY_US (the network between hosts: "
                                     "GB/s per direction from 0.001 to 10000, µs from 0 to 1e6; e.g. 1.25,20)",
                                     net.c_str());

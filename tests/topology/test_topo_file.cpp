@@ -47,7 +47,7 @@ bool same_machine(const Machine &a, const Machine &b) {
     if (a.shape() == Shape::Torus && (a.torus().x != b.torus().x || a.torus().y != b.torus().y)) return false;
     for (int c = 0; c < a.num_chips(); ++c)
         if (a.chip(c).host != b.chip(c).host || a.chip(c).ports != b.chip(c).ports ||
-            a.chip(c).injection_gbps != b.chip(c).injection_gbps)
+            a.chip(c).injection_gbps != b.chip(c).injection_gbps || a.chip(c).network != b.chip(c).network)
             return false;
     for (const Link &l : a.links()) {
         int i = b.link_index(l.from, l.to);
@@ -154,7 +154,8 @@ TEST_CASE("no prefix or corruption of a good file crashes the reader", "[file]")
 }
 
 TEST_CASE("every preset survives the JSON round trip", "[file]") {
-    for (const char *spec : {"ring:5", "fc:8", "hcm8", "nnpt-hcm8", "nnpt-pod32", "nnpt-pod1024", "torus:3x5"}) {
+    for (const char *spec :
+         {"ring:5", "fc:8", "hcm8", "nnpt-hcm8", "nnpt-pod32", "nnpt-pod1024", "torus:3x5", "hosts:2x3", "hosts:3,1"}) {
         INFO(spec);
         Topology t;
         std::string error;
@@ -191,6 +192,36 @@ TEST_CASE("every preset survives the JSON round trip", "[file]") {
     REQUIRE(succeeded(Topology::create(back.machine, back.placement, 6, &reloaded), &error));
     CHECK(reloaded.placement() == part.placement());
     CHECK(reloaded.rings() == part.rings());
+}
+
+TEST_CASE("a file describes a job's hosts: ranks grouped by host, NICs and a switch holding no rank", "[file]") {
+    // Two hosts of two ranks, each host's ranks linked at 20 GB/s, and one
+    // 2.5 GB/s link per host to and from a switch through NIC nodes.
+    const char text[] = R"({
+  "name": "my-cluster", "shape": "flat", "ports_per_chip": 8,
+  "chips": [{"host": "a"}, {"host": "a"}, {"host": "b"}, {"host": "b"},
+            {"host": "a", "network": true}, {"host": "b", "network": true}, {"network": true}],
+  "links": [
+    {"from": 0, "to": 1, "gbps": 20, "latency_us": 1},
+    {"from": 2, "to": 3, "gbps": 20, "latency_us": 1},
+    {"from": 0, "to": 4, "gbps": 20, "latency_us": 0}, {"from": 1, "to": 4, "gbps": 20, "latency_us": 0},
+    {"from": 2, "to": 5, "gbps": 20, "latency_us": 0}, {"from": 3, "to": 5, "gbps": 20, "latency_us": 0},
+    {"from": 4, "to": 6, "gbps": 2.5, "latency_us": 10}, {"from": 5, "to": 6, "gbps": 2.5, "latency_us": 10}
+  ]
+})";
+    TopologyFile file;
+    std::string error;
+    REQUIRE(succeeded(parse_topology_text(text, "hosts.json", &file), &error));
+    Topology t;
+    REQUIRE(succeeded(Topology::create(file.machine, file.placement, 0, &t), &error));
+    CHECK(t.nranks() == 4);
+    CHECK(t.spans_hosts());
+    CHECK(t.host_groups() == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
+    CHECK(t.network_gbps() == 2.5);
+    CHECK(t.route(0, 2).latency_us == 20);
+    // The ring crosses between the hosts once each way.
+    CHECK(t.rings().front() == std::vector<int>{0, 1, 2, 3});
+    CHECK(rejection(R"({"chips": [{"network": 1}], "links": []})").find("chips[0].network") != std::string::npos);
 }
 
 TEST_CASE("load_topology reads files and names them in errors", "[file]") {

@@ -79,6 +79,31 @@ TEST_CASE("settings come from the config struct, then the environment, then defa
     CHECK_THAT(st.message(), Catch::Contains("struct_size"));
 }
 
+TEST_CASE("NNPCCL_NET gives the network between hosts, its latency optional", "[config]") {
+    Settings s;
+    REQUIRE(resolve_settings(nullptr, &s).is_ok());
+    CHECK(s.planning.network_gbps == 0); // the default (presets.hpp) or what libfabric reports
+    {
+        ScopedEnv n("NNPCCL_NET", "12.5");
+        REQUIRE(resolve_settings(nullptr, &s).is_ok());
+        CHECK(s.planning.network_gbps == 12.5);
+        CHECK(s.planning.network_latency_us == -1);
+    }
+    {
+        ScopedEnv n("NNPCCL_NET", "0.0625,300");
+        REQUIRE(resolve_settings(nullptr, &s).is_ok());
+        CHECK(s.planning.network_gbps == 0.0625);
+        CHECK(s.planning.network_latency_us == 300);
+    }
+    for (const char *junk : {"fast", "0", "-1", "1.25,", "1.25,x", "1.25,20,3", "1e9", "1.25;20"}) {
+        ScopedEnv n("NNPCCL_NET", junk);
+        Status st = resolve_settings(nullptr, &s);
+        INFO(junk);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(st.message(), Catch::Contains(std::string("NNPCCL_NET=") + junk));
+    }
+}
+
 TEST_CASE("launcher environments give rank, size and root", "[config]") {
     LaunchEnv env;
     SECTION("torchrun") {

@@ -438,24 +438,11 @@ void OfiTransport::Impl::repost_pending() {
     }
 }
 
-OfiTransport::OfiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-OfiTransport::~OfiTransport() = default;
+namespace {
 
-size_t OfiTransport::max_message_bytes() const { return impl_->slot_bytes; }
-const std::string &OfiTransport::description() const { return impl_->description; }
-
-Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
-                            const std::string &nic_hint, const Deadline &deadline,
-                            std::unique_ptr<OfiTransport> *out) {
-    auto impl = std::make_unique<Impl>();
-    impl->rank = bootstrap.rank();
-    impl->nranks = bootstrap.nranks();
-    impl->channels = channels;
-    impl->slots = options.slots;
-    impl->slot_bytes = message_bytes;
-    if (impl->nranks >= (1 << 16) || channels > (1 << kChannelBits))
-        return invalid_usage("ofi: tags hold at most 65535 ranks and 16 channels");
-
+// The providers libfabric offers for reliable tagged messages (in
+// *found) and the one this rank uses (*chosen, pointing into *found).
+Status choose_provider(const std::string &nic_hint, InfoList *found, const fi_info **chosen) {
     InfoList hints;
     hints.head = fi_allocinfo();
     if (hints.head == nullptr) return system_error("ofi: fi_allocinfo failed");
@@ -468,9 +455,8 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     std::string provider = env_string("NNPCCL_OFI_PROVIDER");
     if (provider.empty()) provider = env_string("FI_PROVIDER");
     if (!provider.empty()) h->fabric_attr->prov_name = strdup(provider.c_str());
-    InfoList found;
-    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, h, &found.head);
-    if (rc != 0 || found.head == nullptr)
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, h, &found->head);
+    if (rc != 0 || found->head == nullptr)
         return system_error("ofi: no libfabric provider offers reliable tagged messages%s: %s",
                             provider.empty() ? "" : (" (provider '" + provider + "' was asked for)").c_str(),
                             fi_message(rc).c_str());
@@ -499,9 +485,43 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
         if (!is_loopback_domain(i)) s += 2;
         return s;
     };
+    *chosen = nullptr;
+    for (const fi_info *i = found->head; i != nullptr; i = i->next)
+        if (*chosen == nullptr || score(i) > score(*chosen)) *chosen = i;
+    return Status::ok();
+}
+
+} // namespace
+
+double OfiTransport::reported_link_gbps(const std::string &nic_hint) {
+    InfoList found;
     const fi_info *chosen = nullptr;
-    for (const fi_info *i = found.head; i != nullptr; i = i->next)
-        if (chosen == nullptr || score(i) > score(chosen)) chosen = i;
+    if (!choose_provider(nic_hint, &found, &chosen) || chosen->nic == nullptr || chosen->nic->link_attr == nullptr)
+        return 0;
+    // link_attr->speed is in bits per second; 0 where the NIC does not say.
+    return static_cast<double>(chosen->nic->link_attr->speed) / 8e9;
+}
+
+OfiTransport::OfiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OfiTransport::~OfiTransport() = default;
+
+size_t OfiTransport::max_message_bytes() const { return impl_->slot_bytes; }
+const std::string &OfiTransport::description() const { return impl_->description; }
+
+Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+                            const std::string &nic_hint, const Deadline &deadline, std::unique_ptr<OfiTransport> *out) {
+    auto impl = std::make_unique<Impl>();
+    impl->rank = bootstrap.rank();
+    impl->nranks = bootstrap.nranks();
+    impl->channels = channels;
+    impl->slots = options.slots;
+    impl->slot_bytes = message_bytes;
+    if (impl->nranks >= (1 << 16) || channels > (1 << kChannelBits))
+        return invalid_usage("ofi: tags hold at most 65535 ranks and 16 channels");
+
+    InfoList found;
+    const fi_info *chosen = nullptr;
+    NNPCCL_TRY(choose_provider(nic_hint, &found, &chosen));
     // Every rank must speak the same provider.
     impl->description = format("%s on %s", chosen->fabric_attr->prov_name, chosen->domain_attr->name);
     if (std::strncmp(chosen->fabric_attr->prov_name, "shm", 3) == 0)
@@ -513,7 +533,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     impl->in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
                      chosen->tx_attr->iov_limit >= 2;
 
-    rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
+    int rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
     if (rc == 0) rc = fi_domain(impl->fabric, const_cast<fi_info *>(chosen), &impl->domain, nullptr);
     if (rc != 0) return system_error("ofi: opening %s: %s", impl->description.c_str(), fi_message(rc).c_str());
     // A completion queue we can block on, so a waiting rank sleeps inside

@@ -44,6 +44,10 @@ public:
                          const std::string &nic_hint, const Deadline &deadline,
                          std::unique_ptr<OfiTransport> *out);
     ~OfiTransport() override;
+    // The link speed (GB/s per direction) libfabric reports for the NIC this
+    // rank's transport would use, or 0 where it reports none (the tcp
+    // providers report none).
+    static double reported_link_gbps(const std::string &nic_hint);
 
     const char *name() const override { return "ofi"; }
     int spin_hint_us() const override { return 250; } // a small message over tcp takes ~15 µs one way; a round of a collective several times that
