@@ -405,7 +405,9 @@ int run(const Options &o) {
     const SimCollective *what = find_sim_collective(o.collective);
     const Collective c = what->collective;
     Topology topology;
-    if (Status s = load_topology(o.topo, o.np, &topology); !s)
+    Settings settings;
+    if (Status s = resolve_settings(nullptr, &settings); !s) usage_error(s.message());
+    if (Status s = load_topology(o.topo, o.np, topology_options(settings.planning), &topology); !s)
         usage_error("--topo " + o.topo + ": " + s.message() +
                     (o.np == 0 && o.topo == "flat" ? " (give the number of ranks with --np N)" : ""));
     const int p = topology.nranks();

@@ -264,9 +264,7 @@ Status agree_on_network(nnpccl_comm &comm, const Deadline &deadline, LinkParams 
 // on several hosts").
 Status load_machine(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
     const PlanningOptions &planning = comm.settings.planning;
-    TopologyOptions options;
-    if (planning.network_gbps > 0) options.network.gbps = planning.network_gbps;
-    if (planning.network_latency_us >= 0) options.network.latency_us = planning.network_latency_us;
+    TopologyOptions options = topology_options(planning);
     if ((planning.topology.empty() || planning.topology == "flat") && hosts.any_remote) {
         NNPCCL_TRY(agree_on_network(comm, deadline, &options.network));
         const std::vector<std::string> names = host_names(hosts);

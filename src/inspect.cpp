@@ -113,7 +113,7 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     NNPCCL_TRY(resolve_settings(nullptr, &settings));
     const std::string spec = topology_spec != nullptr ? topology_spec : "";
     Topology topology;
-    if (Status loaded = load_topology(spec, nranks, &topology); !loaded)
+    if (Status loaded = load_topology(spec, nranks, topology_options(settings.planning), &topology); !loaded)
         return invalid_argument("topology '%s': %s", spec.empty() ? "flat" : spec.c_str(), loaded.message().c_str());
     NNPCCL_TRY(check_root(call, topology.nranks()));
     std::shared_ptr<const AlgoOverride> forced;

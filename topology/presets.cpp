@@ -65,6 +65,13 @@ Status parse_host_counts(const std::string &spec, std::vector<int> *counts) {
 
 } // namespace
 
+TopologyOptions topology_options(const PlanningOptions &planning) {
+    TopologyOptions options;
+    if (planning.network_gbps > 0) options.network.gbps = planning.network_gbps;
+    if (planning.network_latency_us >= 0) options.network.latency_us = planning.network_latency_us;
+    return options;
+}
+
 Machine ring_machine(int n, LinkParams icl) {
     Machine m("ring:" + std::to_string(n), Shape::Ring);
     for (int i = 0; i < n; ++i) m.add_chip();

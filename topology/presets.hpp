@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "status.hpp"
 
 #include "machine.hpp"
@@ -30,6 +31,10 @@ struct TopologyOptions {
     LinkParams host{10.0, 1.5};
     LinkParams network{1.25, 20.0};
 };
+
+// The options as the settings give them: the network between hosts from
+// NNPCCL_NET where set, the rest the defaults.
+TopologyOptions topology_options(const PlanningOptions &planning);
 
 // Chips 0..n-1 on a bidirectional ring (n >= 2; n = 2 is one cable).
 Machine ring_machine(int n, LinkParams icl);
