@@ -1,5 +1,10 @@
 // Cost: one pass over 2n input and n output elements; memory bound for
-// native types on the host, conversion bound for float16.
+// native types on the host, conversion bound for float16 and bfloat16 in
+// the scalar kernels (the vector ones widen and narrow in registers).
+//
+// The scalar kernels here are the reference and the fallback; the ISA
+// files (reduce_avx2.cpp, reduce_avx512.cpp) replace some of them, and the
+// best set the CPU runs is chosen once per process.
 #include "reduce.hpp"
 
 #include <algorithm>
@@ -8,28 +13,38 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "dtype.hpp"
+#include "log.hpp"
+#include "reduce_kernels.hpp"
 
 namespace nnpccl {
 
 namespace {
 
 // How a stored element becomes the value arithmetic is done in, and back.
+// kFirstNaN: see first_nan().
 template <typename T> struct NativeRepr {
     using Storage = T;
     using Acc = T;
+    static constexpr bool kFirstNaN = false;
     static Acc load(T v) { return v; }
     static T store(Acc v) { return v; }
 };
 struct HalfRepr {
     using Storage = uint16_t;
     using Acc = float;
+    static constexpr bool kFirstNaN = true;
     static Acc load(uint16_t v) { return half_to_float(v); }
     static uint16_t store(Acc v) { return float_to_half(v); }
 };
 struct Bf16Repr {
     using Storage = uint16_t;
     using Acc = float;
+    static constexpr bool kFirstNaN = true;
     static Acc load(uint16_t v) { return bf16_to_float(v); }
     static uint16_t store(Acc v) { return float_to_bf16(v); }
 };
@@ -63,6 +78,18 @@ template <typename Acc> Acc divide_by(Acc x, uint32_t d) {
         return x / static_cast<Acc>(d);
 }
 
+// Which NaN x + y or x * y returns when both are NaN is the compiler's
+// choice (it may swap the operands). The 16-bit types fix it, so that their
+// vector kernels can match bit for bit: x's payload, which narrowing quiets
+// as the hardware would have. With one NaN operand, or none, the hardware
+// result is the same whichever way round.
+template <typename Repr> typename Repr::Acc first_nan(typename Repr::Acc x, typename Repr::Acc result) {
+    if constexpr (Repr::kFirstNaN)
+        return x != x ? x : result;
+    else
+        return result;
+}
+
 template <typename Repr, typename Fn>
 void combine(void *dst, const void *a, const void *b, size_t n, Fn fn) {
     using S = typename Repr::Storage;
@@ -79,11 +106,14 @@ void reduce_typed(void *dst, const void *a, const void *b, size_t n, nnpccl_redo
     case NNPCCL_SUM:
     case NNPCCL_AVG:
         if (divisor > 1)
-            combine<Repr>(dst, a, b, n, [divisor](Acc x, Acc y) { return divide_by(wrap_add(x, y), divisor); });
+            combine<Repr>(dst, a, b, n,
+                          [divisor](Acc x, Acc y) { return divide_by(first_nan<Repr>(x, wrap_add(x, y)), divisor); });
         else
-            combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return wrap_add(x, y); });
+            combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return first_nan<Repr>(x, wrap_add(x, y)); });
         break;
-    case NNPCCL_PROD: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return wrap_mul(x, y); }); break;
+    case NNPCCL_PROD:
+        combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return first_nan<Repr>(x, wrap_mul(x, y)); });
+        break;
     case NNPCCL_MIN: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return y < x ? y : x; }); break;
     case NNPCCL_MAX: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return x < y ? y : x; }); break;
     default: break;
@@ -97,32 +127,42 @@ template <typename Repr> void divide_typed(void *dst, const void *src, size_t n,
     for (size_t i = 0; i < n; ++i) d[i] = Repr::store(divide_by(Repr::load(s[i]), divisor));
 }
 
-template <template <typename> class Visitor, typename... Args> void dispatch(nnpccl_datatype_t dt, Args... args) {
-    switch (dt) {
-    case NNPCCL_INT8: Visitor<NativeRepr<int8_t>>::run(args...); break;
-    case NNPCCL_UINT8: Visitor<NativeRepr<uint8_t>>::run(args...); break;
-    case NNPCCL_INT32: Visitor<NativeRepr<int32_t>>::run(args...); break;
-    case NNPCCL_UINT32: Visitor<NativeRepr<uint32_t>>::run(args...); break;
-    case NNPCCL_INT64: Visitor<NativeRepr<int64_t>>::run(args...); break;
-    case NNPCCL_UINT64: Visitor<NativeRepr<uint64_t>>::run(args...); break;
-    case NNPCCL_FLOAT16: Visitor<HalfRepr>::run(args...); break;
-    case NNPCCL_BFLOAT16: Visitor<Bf16Repr>::run(args...); break;
-    case NNPCCL_FLOAT32: Visitor<NativeRepr<float>>::run(args...); break;
-    case NNPCCL_FLOAT64: Visitor<NativeRepr<double>>::run(args...); break;
-    default: break;
-    }
+template <typename Repr> void set_kernels(kernels::KernelSet &set, nnpccl_datatype_t dt) {
+    set.reduce[dt] = reduce_typed<Repr>;
+    set.divide[dt] = divide_typed<Repr>;
 }
 
-template <typename Repr> struct ReduceVisitor {
-    static void run(void *dst, const void *a, const void *b, size_t n, nnpccl_redop_t op, uint32_t divisor) {
-        reduce_typed<Repr>(dst, a, b, n, op, divisor);
+kernels::KernelSet make_scalar_kernels() {
+    kernels::KernelSet set{"scalar", {}, {}};
+    set_kernels<NativeRepr<int8_t>>(set, NNPCCL_INT8);
+    set_kernels<NativeRepr<uint8_t>>(set, NNPCCL_UINT8);
+    set_kernels<NativeRepr<int32_t>>(set, NNPCCL_INT32);
+    set_kernels<NativeRepr<uint32_t>>(set, NNPCCL_UINT32);
+    set_kernels<NativeRepr<int64_t>>(set, NNPCCL_INT64);
+    set_kernels<NativeRepr<uint64_t>>(set, NNPCCL_UINT64);
+    set_kernels<HalfRepr>(set, NNPCCL_FLOAT16);
+    set_kernels<Bf16Repr>(set, NNPCCL_BFLOAT16);
+    set_kernels<NativeRepr<float>>(set, NNPCCL_FLOAT32);
+    set_kernels<NativeRepr<double>>(set, NNPCCL_FLOAT64);
+    return set;
+}
+
+kernels::KernelSet overlay(const kernels::KernelSet &below, const kernels::KernelSet &above) {
+    kernels::KernelSet set = below;
+    set.name = above.name;
+    for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d) {
+        if (above.reduce[d] != nullptr) set.reduce[d] = above.reduce[d];
+        if (above.divide[d] != nullptr) set.divide[d] = above.divide[d];
     }
-};
-template <typename Repr> struct DivideVisitor {
-    static void run(void *dst, const void *src, size_t n, uint32_t divisor) {
-        divide_typed<Repr>(dst, src, n, divisor);
-    }
-};
+    return set;
+}
+
+kernels::KernelSet choose_kernels() {
+    kernels::KernelSet sets[kernels::kMaxKernelSets];
+    const int n = kernels::usable_kernel_sets(sets);
+    LOG_INFO("reduction kernels: %s", sets[n - 1].name);
+    return sets[n - 1];
+}
 
 // The best µs per byte of a sum of `dt` over 64 KiB. The first run warms
 // the caches and is not counted; the best of the rest is the least
@@ -156,6 +196,42 @@ HostReduceSpeed measure_host_reduce_speed() {
 
 } // namespace
 
+namespace kernels {
+
+const KernelSet &scalar_kernels() {
+    static const KernelSet set = make_scalar_kernels();
+    return set;
+}
+
+int usable_kernel_sets(KernelSet (&sets)[kMaxKernelSets]) {
+    int n = 0;
+    sets[n++] = scalar_kernels();
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    // __builtin_cpu_supports reports AVX2 and AVX-512 only where the OS
+    // also saves the wider registers. Clang's does not know F16C: CPUID
+    // leaf 1 has it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    if (f16c && __builtin_cpu_supports("avx2")) {
+        sets[n] = overlay(sets[n - 1], avx2_kernels());
+        ++n;
+    }
+    if (f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+        sets[n] = overlay(sets[n - 1], avx512_kernels());
+        ++n;
+    }
+#endif
+    return n;
+}
+
+const KernelSet &active_kernels() {
+    static const KernelSet set = choose_kernels();
+    return set;
+}
+
+} // namespace kernels
+
 const HostReduceSpeed &host_reduce_speed() {
     static const HostReduceSpeed speed = measure_host_reduce_speed();
     return speed;
@@ -163,8 +239,9 @@ const HostReduceSpeed &host_reduce_speed() {
 
 void reduce(void *dst, const void *a, const void *b, size_t count, nnpccl_datatype_t dt, nnpccl_redop_t op,
             uint32_t divisor) {
+    if (!valid_datatype(dt)) return;
     if (op != NNPCCL_AVG) divisor = 1;
-    dispatch<ReduceVisitor>(dt, dst, a, b, count, op, divisor);
+    kernels::active_kernels().reduce[dt](dst, a, b, count, op, divisor);
 }
 
 void divide(void *dst, const void *src, size_t count, nnpccl_datatype_t dt, uint32_t divisor) {
@@ -172,7 +249,8 @@ void divide(void *dst, const void *src, size_t count, nnpccl_datatype_t dt, uint
         if (dst != src) std::memmove(dst, src, count * datatype_size(dt));
         return;
     }
-    dispatch<DivideVisitor>(dt, dst, src, count, divisor);
+    if (!valid_datatype(dt)) return;
+    kernels::active_kernels().divide[dt](dst, src, count, divisor);
 }
 
 } // namespace nnpccl

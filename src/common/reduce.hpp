@@ -1,6 +1,9 @@
 // Reduction kernels: dst[i] = a[i] (op) b[i] for every datatype and op.
 // float16 and bfloat16 are widened to float32, combined, and rounded back to
 // nearest even once per call. Integer sum and prod wrap (two's complement).
+// When both operands of a float16 or bfloat16 sum, avg or prod are NaN, the
+// result is a's NaN, quieted. The kernels are chosen once per process for
+// the CPU (reduce_kernels.hpp) and give the same bits whichever is chosen.
 #pragma once
 
 #include <cstddef>
