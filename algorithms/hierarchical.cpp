@@ -289,7 +289,8 @@ void build_reduce_scatter(const CollectiveArgs &args, const HostLayout &layout, 
     std::vector<int> others;
     for (int b : layout.column(args.rank))
         if (b != args.rank) others.push_back(b);
-    sched.scratch_elems = others.size() * blocks.count;
+    // A host's lone rank reduces straight from its send buffer.
+    sched.scratch_elems = ring.size() > 1 ? others.size() * blocks.count : 0;
     auto partial = [&](int b, const ElemRange &r) {
         const size_t within = r.begin - blocks.base(b);
         if (ring.size() == 1) return at(Buf::Send, r.begin);

@@ -51,26 +51,50 @@ const char *transport_mode_name(TransportMode mode) {
     return "auto";
 }
 
-// Every rank says where it runs and which transport mode it was given;
-// ranks must agree on the mode, since transports are set up collectively.
+// The settings every rank must share because they decide the machine all
+// plan on (and so which collective init steps run), as "NAME=value" lines.
+std::string machine_settings(const PlanningOptions &planning) {
+    std::string net;
+    if (planning.network_gbps > 0) net = format("%g", planning.network_gbps);
+    if (planning.network_latency_us >= 0) net += format(",%g", planning.network_latency_us);
+    return "NNPCCL_TOPO=" + (planning.topology.empty() ? std::string("flat") : planning.topology) +
+           "\nNNPCCL_NET=" + net;
+}
+
+// Every rank says where it runs, which transport mode it was given and the
+// settings that decide its machine model; ranks must agree on those, since
+// transports are set up collectively and every rank must plan alike.
 Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
     const std::string mode = transport_mode_name(comm.settings.transport);
-    // "MODE R|- HOST": R where this rank's process hosts the rendezvous root.
-    const std::string mine_said = mode + (comm.bootstrap->process_hosts_root() ? " R " : " - ") + host_identity();
+    const std::string machine = machine_settings(comm.settings.planning);
+    // "MODE R|- HOST\nSETTINGS": R where this rank's process hosts the rendezvous root.
+    const std::string mine_said =
+        mode + (comm.bootstrap->process_hosts_root() ? " R " : " - ") + host_identity() + "\n" + machine;
     std::vector<std::string> said;
     NNPCCL_TRY(comm.bootstrap->allgather(mine_said, deadline, &said));
     int root_host = -1;
     for (int r = 0; r < comm.nranks; ++r) {
         const std::string &entry = said[static_cast<size_t>(r)];
-        const size_t space = entry.find(' ');
+        const size_t space = entry.find(' '), newline = entry.find('\n');
         const std::string mode_r = entry.substr(0, space);
         if (mode_r != mode)
             return invalid_usage("rank %d has NNPCCL_TRANSPORT=%s but rank %d has %s; every rank needs the same",
                                  comm.rank, mode.c_str(), r, mode_r.c_str());
-        if (space == std::string::npos || entry.size() < space + 3)
+        if (space == std::string::npos || newline == std::string::npos || newline < space + 3)
             return internal_error("rank %d's host entry '%s' is malformed", r, entry.c_str());
+        const std::string machine_r = entry.substr(newline + 1);
+        if (machine_r != machine) {
+            // Name the first setting that differs.
+            const size_t split = machine.find('\n'), split_r = machine_r.find('\n');
+            const bool topo_differs = machine.substr(0, split) != machine_r.substr(0, split_r);
+            return invalid_usage("rank %d has %s but rank %d has %s; every rank needs the same (it decides the "
+                                 "machine every rank plans on)",
+                                 comm.rank,
+                                 (topo_differs ? machine.substr(0, split) : machine.substr(split + 1)).c_str(), r,
+                                 (topo_differs ? machine_r.substr(0, split_r) : machine_r.substr(split_r + 1)).c_str());
+        }
         if (entry[space + 1] == 'R' && root_host < 0) root_host = r;
-        out->host.push_back(entry.substr(space + 3));
+        out->host.push_back(entry.substr(space + 3, newline - space - 3));
     }
     comm.bootstrap->set_root_host(root_host);
     const std::string &mine = out->host[static_cast<size_t>(comm.rank)];
@@ -204,24 +228,37 @@ std::vector<std::string> host_names(const JobHosts &hosts) {
     return names;
 }
 
-// "hosts:HxL" when every host has L ranks, else "hosts:A,B,..." (the
-// preset that plans the same machine, hosts in the order of their lowest rank).
+// "hosts:HxL" when every host has L ranks, else "hosts:A,B,...": the
+// preset of the same machine when the ranks are dealt host by host in rank
+// order. Otherwise ":" and each rank's host (by first appearance) follow,
+// "hosts:2x2:0,1,0,1", so that no tuning file or --explain taken for the
+// preset is mistaken for this machine.
 std::string hosts_spec(const std::vector<std::string> &host_of_rank) {
     std::vector<std::string> order;
-    std::vector<int> counts;
+    std::vector<int> counts, index_of_rank;
+    bool dealt_in_order = true;
     for (const std::string &h : host_of_rank) {
         auto it = std::find(order.begin(), order.end(), h);
+        const auto index = static_cast<int>(it - order.begin());
         if (it == order.end()) {
             order.push_back(h);
             counts.push_back(1);
         } else {
-            ++counts[static_cast<size_t>(it - order.begin())];
+            ++counts[static_cast<size_t>(index)];
+            dealt_in_order = dealt_in_order && index == static_cast<int>(order.size()) - 1;
         }
+        index_of_rank.push_back(index);
     }
-    if (std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; }))
-        return format("hosts:%zux%d", counts.size(), counts[0]);
-    std::string spec = "hosts:";
-    for (size_t i = 0; i < counts.size(); ++i) spec += (i > 0 ? "," : "") + std::to_string(counts[i]);
+    std::string spec;
+    if (std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; })) {
+        spec = format("hosts:%zux%d", counts.size(), counts[0]);
+    } else {
+        spec = "hosts:";
+        for (size_t i = 0; i < counts.size(); ++i) spec += (i > 0 ? "," : "") + std::to_string(counts[i]);
+    }
+    if (!dealt_in_order)
+        for (size_t r = 0; r < index_of_rank.size(); ++r)
+            spec += (r == 0 ? ":" : ",") + std::to_string(index_of_rank[r]);
     return spec;
 }
 

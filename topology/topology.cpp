@@ -284,8 +284,10 @@ double Topology::min_injection_gbps() const {
 double Topology::network_gbps() const {
     double gbps = kInfinity;
     if (!spans_hosts()) return gbps;
+    // The links between network nodes (NIC and switch), not the ones
+    // between a NIC and its host's ranks.
     for (const Link &l : machine_.links())
-        if (machine_.chip(l.from).network) gbps = std::min(gbps, l.gbps);
+        if (machine_.chip(l.from).network && machine_.chip(l.to).network) gbps = std::min(gbps, l.gbps);
     return gbps;
 }
 
@@ -314,6 +316,15 @@ Status Topology::create(Machine machine, const std::vector<int> &requested, int 
         if (static_cast<int>(rank_chips.size()) == machine.num_chips()) rank_chips.clear();
     }
     if (nranks <= 0) nranks = rank_chips.empty() ? machine.num_chips() : static_cast<int>(rank_chips.size());
+    for (int chip : requested)
+        if (chip >= 0 && chip < machine.num_chips() && machine.chip(chip).network)
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                          "topology '" + machine.name() + "': the placement puts a rank on chip " +
+                              std::to_string(chip) + ", a network node (no rank runs there)");
+    if (requested.empty() && !rank_chips.empty() && nranks > static_cast<int>(rank_chips.size()))
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + machine.name() + "': " + std::to_string(nranks) +
+                                                       " ranks but only " + std::to_string(rank_chips.size()) +
+                                                       " chips can hold a rank (the others are network nodes)");
     if (Status ports = machine.check_ports(); !ports)
         return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + machine.name() + "': " + ports.message());
     std::string error;

@@ -81,6 +81,34 @@ TEST_CASE("ranks that call with different counts all get NNPCCL_ERR_INVALID_USAG
           }) == 0);
 }
 
+TEST_CASE("ranks with different NNPCCL_TOPO or NNPCCL_NET all fail init, naming both values", "[mp][desync]") {
+    // They decide the machine every rank plans on (and which init steps
+    // run): ranks that disagree would choose different schedules.
+    struct Setting {
+        const char *name, *rank2_value, *shown;
+    };
+    for (const Setting &setting :
+         {Setting{"NNPCCL_NET", "5,10", "NNPCCL_NET=5,10"}, Setting{"NNPCCL_TOPO", "ring:3", "NNPCCL_TOPO=ring:3"}}) {
+        INFO(setting.name);
+        CHECK(run_local_ranks(3, [&](int rank, int n, const nnpccl_unique_id_t &id) {
+                  int failures = 0;
+                  if (rank == 2) setenv(setting.name, setting.rank2_value, 1);
+                  nnpccl_comm_t comm = nullptr;
+                  nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+                  cfg.timeout_sec = 20;
+                  const nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, n, id, rank, &cfg);
+                  const std::string why = nnpccl_get_last_error(nullptr);
+                  EXPECT(rc != NNPCCL_SUCCESS);
+                  // Rank 2 names its value and a peer's; the others hear of it from rank 2 or see it themselves.
+                  if (rank == 2) EXPECT(why.find(setting.shown) != std::string::npos);
+                  EXPECT(why.find(setting.name) != std::string::npos);
+                  if (rc != NNPCCL_SUCCESS) return failures;
+                  nnpccl_comm_abort(comm);
+                  return failures + 1;
+              }) == 0);
+    }
+}
+
 TEST_CASE("a rank that never calls makes the others time out at the deadline, naming it", "[mp][timeout]") {
     CHECK(run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
               nnpccl_comm_t comm = join(rank, nranks, id, 2);
