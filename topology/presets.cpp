@@ -63,6 +63,35 @@ Status parse_host_counts(const std::string &spec, std::vector<int> *counts) {
     return Status::ok();
 }
 
+// The ranks' hosts "H0,H1,...", one per rank, host g named `counts[g]`
+// times: the grouping after `hosts:LAYOUT:`.
+Status parse_rank_hosts(const std::string &spec, const std::string &list, const std::vector<int> &counts,
+                        std::vector<std::string> *host_of_rank) {
+    std::vector<int> seen(counts.size(), 0);
+    std::vector<std::string> hosts;
+    size_t start = 0;
+    for (;;) {
+        const size_t comma = list.find(',', start);
+        int g = 0;
+        const std::string item = list.substr(start, comma - start);
+        // parse_count takes 1..max; host indices start at 0.
+        if (!(item == "0" || parse_count(item, static_cast<int>(counts.size()) - 1, &g)))
+            return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + spec + "': '" + item +
+                                                           "' is not a host index 0-" +
+                                                           std::to_string(counts.size() - 1));
+        ++seen[static_cast<size_t>(g)];
+        hosts.push_back("host" + std::to_string(g));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    if (seen != counts)
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT,
+                      "topology '" + spec + "': the ranks' hosts after the second ':' do not give each host the " +
+                          "ranks its layout says");
+    *host_of_rank = hosts;
+    return Status::ok();
+}
+
 } // namespace
 
 TopologyOptions topology_options(const PlanningOptions &planning) {
@@ -205,11 +234,16 @@ Status build_preset(const std::string &spec, int nranks, const TopologyOptions &
         // A POD is chassis of 8 chips (one host each), chained along x.
         for (int c = 0; c < out->num_chips(); ++c) out->mutable_chip(c).host = "chassis" + std::to_string(c / 8);
     } else if (starts_with(spec, "hosts:")) {
+        // hosts:LAYOUT[:H0,H1,...]: after a second colon, each rank's host
+        // (how a job whose ranks are not dealt host by host is named).
+        const size_t colon = spec.find(':', 6);
         std::vector<int> counts;
-        NNPCCL_TRY(parse_host_counts(spec, &counts));
+        NNPCCL_TRY(parse_host_counts(spec.substr(0, colon), &counts));
         std::vector<std::string> host_of_rank;
         for (size_t g = 0; g < counts.size(); ++g)
             for (int i = 0; i < counts[g]; ++i) host_of_rank.push_back("host" + std::to_string(g));
+        if (colon != std::string::npos)
+            NNPCCL_TRY(parse_rank_hosts(spec, spec.substr(colon + 1), counts, &host_of_rank));
         if (nranks > 0 && nranks != static_cast<int>(host_of_rank.size()))
             return Status(NNPCCL_ERR_INVALID_ARGUMENT, "topology '" + spec + "' has " +
                                                            std::to_string(host_of_rank.size()) + " ranks, not " +

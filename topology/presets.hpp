@@ -1,7 +1,8 @@
 // Named machines. The names are part of the interface (docs/design.md,
 // "Adding a topology preset"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, the NNP-T presets
 // `nnpt-ring8`, `nnpt-hcm8`, `nnpt-pod32`, `nnpt-pod1024`, `flat`, and the
-// two-level host machines `hosts:HxL` and `hosts:A,B,...`.
+// two-level host machines `hosts:HxL` and `hosts:A,B,...` (ranks dealt host
+// by host), or either followed by `:H0,H1,...`, each rank's host.
 #pragma once
 
 #include <string>

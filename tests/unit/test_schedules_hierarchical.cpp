@@ -184,4 +184,12 @@ TEST_CASE("hierarchical applies only to ranks on several hosts", "[schedules][hi
     CollectiveArgs args;
     args.nranks = 1;
     CHECK(build_hierarchical(args, Groups{{0}}).channels.empty());
+    // A job whose ranks are dealt round robin is named with its grouping,
+    // which the preset reads back.
+    Topology dealt;
+    REQUIRE(load_topology("hosts:2x2:0,1,0,1", 0, &dealt));
+    CHECK(dealt.host_groups() == Groups{{0, 2}, {1, 3}});
+    CHECK(dealt.rings().front() == std::vector<int>{0, 2, 1, 3});
+    for (const char *wrong : {"hosts:2x2:0,1,1,1", "hosts:2x2:0,1,0", "hosts:2x2:0,1,0,2", "hosts:2x2:0,1,0,x"})
+        CHECK_FALSE(load_topology(wrong, 0, &dealt).is_ok());
 }
