@@ -66,7 +66,8 @@ std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t ch
 // the ranks of each host (Topology::host_groups(), at least two hosts):
 // allreduce, reduce-scatter, allgather, broadcast, reduce, on
 // hierarchical_channels() channels. See hierarchical.cpp. Other
-// collectives, or fewer than two hosts, get a schedule without channels.
+// collectives, fewer than two hosts, groups that are not a partition of
+// the ranks, or a root outside 0..p-1 get a schedule without channels.
 // Calls of kHierarchicalSplitBytes and more take kHierarchicalChannels
 // channels, so that one's exchanges within a host overlap another's
 // across the network; smaller ones one, whose messages are fewer and

@@ -405,6 +405,21 @@ void build_reduce(const CollectiveArgs &args, const HostLayout &layout, size_t l
     }
 }
 
+// Every rank 0..p-1 in exactly one group, no group empty.
+bool is_partition_of_ranks(const std::vector<std::vector<int>> &groups, int nranks) {
+    std::vector<char> seen(static_cast<size_t>(std::max(nranks, 0)), 0);
+    size_t placed = 0;
+    for (const std::vector<int> &g : groups) {
+        if (g.empty()) return false;
+        for (int r : g) {
+            if (r < 0 || r >= nranks || seen[static_cast<size_t>(r)]) return false;
+            seen[static_cast<size_t>(r)] = 1;
+            ++placed;
+        }
+    }
+    return placed == static_cast<size_t>(nranks);
+}
+
 bool serves_hierarchical(Collective c) {
     return c == Collective::Allreduce || c == Collective::ReduceScatter || c == Collective::Allgather ||
            c == Collective::Broadcast || c == Collective::Reduce;
@@ -419,9 +434,9 @@ size_t hierarchical_channels(const CollectiveArgs &args) {
 Schedule build_hierarchical(const CollectiveArgs &args, const std::vector<std::vector<int>> &host_groups) {
     Schedule sched;
     sched.algorithm = "hierarchical";
-    if (host_groups.size() < 2) return sched;
+    if (host_groups.size() < 2 || !is_partition_of_ranks(host_groups, args.nranks)) return sched;
+    if (has_root(args.collective) && (args.root < 0 || args.root >= args.nranks)) return sched;
     const HostLayout layout(host_groups);
-    if (static_cast<int>(layout.host_of.size()) != args.nranks) return sched;
     if (!serves_hierarchical(args.collective)) return sched;
     // Channels run side by side, so one channel's exchanges within a host
     // overlap another's across the network; a call too small to keep two

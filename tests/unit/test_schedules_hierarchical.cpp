@@ -123,6 +123,7 @@ TEST_CASE("hierarchical schedules split large calls over several channels, still
                 args.collective = coll;
                 args.count = count;
                 args.nranks = p;
+                args.root = p - 1;
                 args.chunk_elems = 16411;
                 INFO(describe(groups) << " " << collective_name(coll) << " in_place=" << in_place);
                 CHECK(build_hierarchical(args, groups).channels.size() == kHierarchicalChannels);
@@ -184,6 +185,16 @@ TEST_CASE("hierarchical applies only to ranks on several hosts", "[schedules][hi
     CollectiveArgs args;
     args.nranks = 1;
     CHECK(build_hierarchical(args, Groups{{0}}).channels.empty());
+    // What no topology gives, refused rather than read out of bounds.
+    args.nranks = 4;
+    CHECK(build_hierarchical(args, Groups{{0, 1}, {2, 7}}).channels.empty());
+    CHECK(build_hierarchical(args, Groups{{0, 1}, {1, 2, 3}}).channels.empty());
+    CHECK(build_hierarchical(args, Groups{{0, 1, 2, 3}, {}}).channels.empty());
+    args.collective = Collective::Broadcast;
+    args.root = -1;
+    CHECK(build_hierarchical(args, Groups{{0, 1}, {2, 3}}).channels.empty());
+    args.root = 4;
+    CHECK(build_hierarchical(args, Groups{{0, 1}, {2, 3}}).channels.empty());
     // A job whose ranks are dealt round robin is named with its grouping,
     // which the preset reads back.
     Topology dealt;
