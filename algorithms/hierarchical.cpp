@@ -208,30 +208,42 @@ size_t most_chunks(const std::vector<std::vector<ElemRange>> &chunks_of) {
     return most;
 }
 
+// This rank's steps along the chains across the hosts, one per block,
+// where host_at(b, i) is the host at place i of block b's chain: for every
+// chunk index, every place, every block whose agent this rank is there,
+// visit(b, i, prev, next, chunk) with the agents before and after it (-1
+// at the ends). The order every rank emits in (docs at the top).
+template <typename HostAt, typename Visit>
+void for_each_chain_step(const HostLayout &layout, const Blocks &blocks, int rank, HostAt host_at, Visit visit) {
+    const int h = layout.hosts();
+    const std::vector<std::vector<ElemRange>> chunks_of = every_block_chunks(blocks);
+    for (size_t k = 0, n = most_chunks(chunks_of); k < n; ++k)
+        for (int hop = 0; hop < h; ++hop)
+            for (int b = 0; b < blocks.p; ++b) {
+                if (layout.agent(host_at(b, hop), b) != rank) continue;
+                const std::vector<ElemRange> &chunks = chunks_of[static_cast<size_t>(b)];
+                if (k >= chunks.size()) continue;
+                const int prev = hop > 0 ? layout.agent(host_at(b, hop - 1), b) : -1;
+                const int next = hop < h - 1 ? layout.agent(host_at(b, hop + 1), b) : -1;
+                visit(b, hop, prev, next, chunks[k]);
+            }
+}
+
 // Each block's host partials reduced along its agents' chain across the
 // hosts into its rank, which stores the total at `total` (divided there,
 // for avg).
 void network_reduce(const HostLayout &layout, const Blocks &blocks, int rank, Where partial, Where total,
                     StepList &out) {
     const int h = layout.hosts();
-    const std::vector<std::vector<ElemRange>> chunks_of = every_block_chunks(blocks);
-    for (size_t k = 0, n = most_chunks(chunks_of); k < n; ++k)
-        for (int hop = 0; hop < h; ++hop)
-            for (int b = 0; b < blocks.p; ++b) {
-                const int host = layout.chain_host(b, hop);
-                if (layout.agent(host, b) != rank) continue;
-                const std::vector<ElemRange> &chunks = chunks_of[static_cast<size_t>(b)];
-                if (k >= chunks.size()) continue;
-                const ElemRange &r = chunks[k];
-                const int prev = hop > 0 ? layout.agent(layout.chain_host(b, hop - 1), b) : -1;
-                const int next = hop < h - 1 ? layout.agent(layout.chain_host(b, hop + 1), b) : -1;
-                if (hop == 0)
-                    out.add(kSend, -1, next, partial(b, r), {}, r.size());
-                else if (hop < h - 1)
-                    out.add(kRecv | kReduce | kSend, prev, next, partial(b, r), {}, r.size());
-                else
-                    out.add(kRecv | kReduce | kStore, prev, -1, partial(b, r), total(b, r), r.size(), true);
-            }
+    auto host_at = [&](int b, int hop) { return layout.chain_host(b, hop); };
+    for_each_chain_step(layout, blocks, rank, host_at, [&](int b, int hop, int prev, int next, const ElemRange &r) {
+        if (hop == 0)
+            out.add(kSend, -1, next, partial(b, r), {}, r.size());
+        else if (hop < h - 1)
+            out.add(kRecv | kReduce | kSend, prev, next, partial(b, r), {}, r.size());
+        else
+            out.add(kRecv | kReduce | kStore, prev, -1, partial(b, r), total(b, r), r.size(), true);
+    });
 }
 
 // Each block from its rank along its agents' chain across the hosts, into
@@ -240,29 +252,19 @@ void network_reduce(const HostLayout &layout, const Blocks &blocks, int rank, Wh
 void network_broadcast(const HostLayout &layout, const Blocks &blocks, int rank, Where own, bool own_in_recv,
                        StepList &out) {
     const int h = layout.hosts();
-    const std::vector<std::vector<ElemRange>> chunks_of = every_block_chunks(blocks);
-    for (size_t k = 0, n = most_chunks(chunks_of); k < n; ++k)
-        for (int hop = 0; hop < h; ++hop)
-            for (int b = 0; b < blocks.p; ++b) {
-                // Hop 0 is b itself, then the hosts after b's.
-                const int host = hop == 0 ? layout.host_of[static_cast<size_t>(b)] : layout.chain_host(b, hop - 1);
-                if (layout.agent(host, b) != rank) continue;
-                const std::vector<ElemRange> &chunks = chunks_of[static_cast<size_t>(b)];
-                if (k >= chunks.size()) continue;
-                const ElemRange &r = chunks[k];
-                auto agent_at = [&](int i) {
-                    return layout.agent(i == 0 ? layout.host_of[static_cast<size_t>(b)] : layout.chain_host(b, i - 1),
-                                        b);
-                };
-                const int next = hop < h - 1 ? agent_at(hop + 1) : -1;
-                if (hop == 0)
-                    out.add(static_cast<uint8_t>(kSend | (own_in_recv ? 0 : kStore)), -1, next, own(b, r),
-                            at(Buf::Recv, r.begin), r.size());
-                else if (hop < h - 1)
-                    out.add(kRecv | kStore | kSend, agent_at(hop - 1), next, {}, at(Buf::Recv, r.begin), r.size());
-                else
-                    out.add(kRecv | kStore, agent_at(hop - 1), -1, {}, at(Buf::Recv, r.begin), r.size());
-            }
+    // Place 0 is b itself, then the hosts after b's.
+    auto host_at = [&](int b, int hop) {
+        return hop == 0 ? layout.host_of[static_cast<size_t>(b)] : layout.chain_host(b, hop - 1);
+    };
+    for_each_chain_step(layout, blocks, rank, host_at, [&](int b, int hop, int prev, int next, const ElemRange &r) {
+        if (hop == 0)
+            out.add(static_cast<uint8_t>(kSend | (own_in_recv ? 0 : kStore)), -1, next, own(b, r),
+                    at(Buf::Recv, r.begin), r.size());
+        else if (hop < h - 1)
+            out.add(kRecv | kStore | kSend, prev, next, {}, at(Buf::Recv, r.begin), r.size());
+        else
+            out.add(kRecv | kStore, prev, -1, {}, at(Buf::Recv, r.begin), r.size());
+    });
 }
 
 void build_allreduce(const CollectiveArgs &args, const HostLayout &layout, const Blocks &blocks, Schedule &sched) {
