@@ -356,13 +356,15 @@ Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline 
 
 // Wraps every transport in a decorator that paces each peer's traffic to the
 // simulated links between the two ranks' chips.
-// The ranks of a host share one table of when each simulated link is next
-// free, so transfers of different ranks over one link share its bandwidth
-// (as they would on the machine): the host's lowest rank makes it, the
-// others map it. Ranks on other hosts have tables of their own, so links
-// that ranks of two hosts both cross are not shared between them.
-Status share_link_table(nnpccl_comm &comm, const JobHosts &hosts, size_t links, const Deadline &deadline) {
-    const size_t bytes = std::max<size_t>(links, 1) * sizeof(std::atomic<int64_t>);
+// The ranks of a host share one table of each simulated link's busy
+// intervals (LinkTimeline::table_bytes for `options`), so transfers of
+// different ranks over one link share its bandwidth (as they would on the
+// machine): the host's lowest rank makes it, the others map it. Ranks on
+// other hosts have tables of their own, so links that ranks of two hosts
+// both cross are not shared between them.
+Status share_link_table(nnpccl_comm &comm, const JobHosts &hosts, size_t links, const EmulationOptions &options,
+                        const Deadline &deadline) {
+    const size_t bytes = LinkTimeline::table_bytes(links, options.intervals_per_link);
     const int maker = hosts.local.front();
     if (comm.rank == maker) NNPCCL_TRY(SharedRegion::create(bytes, "nnpccl-links", &comm.link_table));
     std::vector<std::string> all;
@@ -387,9 +389,10 @@ Status emulate_links(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &d
     }
     model.scale = comm.settings.emulation.scale;
     NNPCCL_TRY(validate_emulation_model(model, comm.nranks));
-    NNPCCL_TRY(share_link_table(comm, hosts, model.links.size(), deadline));
+    // Every rank of a host must lay the table out alike: all use the defaults.
     EmulationOptions options;
-    options.shared_link_busy_until = static_cast<std::atomic<int64_t> *>(comm.link_table.data());
+    NNPCCL_TRY(share_link_table(comm, hosts, model.links.size(), options, deadline));
+    options.shared_link_table = comm.link_table.data();
     for (auto &inner : comm.transports) {
         comm.emulated.push_back(std::make_unique<EmulatedTransport>(inner.get(), comm.rank, model, options));
         for (Transport *&hop : comm.route)

@@ -4,8 +4,12 @@
 // upper bounds are loose, since this runs on a 2-core, noisy machine.
 #include <catch2/catch.hpp>
 
-#include <atomic>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "emulated/emulated_transport.hpp"
@@ -26,6 +30,17 @@ EmulationModel model_with(int nranks, std::vector<EmulatedLink> links, double sc
     m.scale = scale;
     return m;
 }
+
+// Zero-filled memory for a link table shared by LinkTimelines, as
+// share_link_table makes it.
+struct SharedTable {
+    SharedTable(size_t links, int intervals_per_link = EmulationOptions().intervals_per_link)
+        : words((LinkTimeline::table_bytes(links, intervals_per_link) + 7) / 8, 0) {}
+    void *data() { return words.data(); }
+    std::vector<uint64_t> words;
+};
+
+using Busy = std::vector<std::pair<int64_t, int64_t>>;
 
 // Sends one message of `bytes` (filled with `fill`) from `tx` to `peer`.
 void send_one(Transport &tx, int peer, int channel, size_t bytes, unsigned char fill) {
@@ -88,15 +103,143 @@ TEST_CASE("link model: scale dilates time", "[emulation][model]") {
 
 TEST_CASE("link model: a shared table makes two ranks' transfers contend", "[emulation][model]") {
     EmulationModel m = model_with(2, {{1.0, 0.0}});
-    std::atomic<int64_t> table[1];
-    table[0].store(0);
-    LinkTimeline rank0(m, table), rank1(m, table);
+    SharedTable table(1);
+    LinkTimeline rank0(m, table.data()), rank1(m, table.data());
     CHECK(rank0.reserve({0}, 1000, 0) == 1000);
     CHECK(rank1.reserve({0}, 1000, 0) == 2000);
     // Private state: each rank sees the link free.
     LinkTimeline alone0(m, nullptr), alone1(m, nullptr);
     CHECK(alone0.reserve({0}, 1000, 0) == 1000);
     CHECK(alone1.reserve({0}, 1000, 0) == 1000);
+}
+
+TEST_CASE("link model: a message that fits in an idle gap before a later reservation goes there",
+          "[emulation][model]") {
+    EmulationModel m = model_with(2, {{1.0, 0.0}}); // 1 byte per ns
+    LinkTimeline links(m, nullptr);
+    CHECK(links.reserve({0}, 1000, 10000) == 11000); // busy [10000, 11000)
+    CHECK(links.reserve({0}, 1000, 0) == 1000);      // before it, not after
+    CHECK(links.reserve({0}, 9000, 0) == 10000);     // exactly the rest of the gap
+    CHECK(links.busy_intervals(0) == Busy{{0, 11000}});
+    CHECK(links.reserve({0}, 1, 0) == 11001); // no gap left
+}
+
+TEST_CASE("link model: a message that does not fit in the gap goes after", "[emulation][model]") {
+    EmulationModel m = model_with(2, {{1.0, 0.0}});
+    LinkTimeline links(m, nullptr);
+    CHECK(links.reserve({0}, 1000, 10000) == 11000);
+    CHECK(links.reserve({0}, 20000, 0) == 31000); // the gap [0, 10000) is too short
+    CHECK(links.busy_intervals(0) == Busy{{10000, 31000}});
+    CHECK(links.reserve({0}, 10000, 0) == 10000); // the gap is still free for what fits
+}
+
+TEST_CASE("link model: a near message overtakes a far one committed before it", "[emulation][model]") {
+    // Link 0 (5 us) leads to link 1: a message over both reaches link 1 at
+    // 5000 ns. One committed after it that starts at link 1 uses the idle
+    // time before, as a network serving the link in arrival order would.
+    EmulationModel m = model_with(3, {{1.0, 5.0}, {1.0, 0.0}});
+    LinkTimeline links(m, nullptr);
+    CHECK(links.reserve({0, 1}, 1000, 0) == 6000); // link 1 busy [5000, 6000)
+    CHECK(links.reserve({1}, 1000, 0) == 1000);    // one word per link made this 7000
+    CHECK(links.reserve({1}, 4500, 0) == 10500);   // [1000, 5000) holds 4000: after the far one
+    CHECK(links.busy_intervals(0) == Busy{{0, 1000}});
+    CHECK(links.busy_intervals(1) == Busy{{0, 1000}, {5000, 10500}});
+}
+
+TEST_CASE("link model: on two hops the gap must hold the tail from the hop before", "[emulation][model]") {
+    // A 1 GB/s link into a 4 GB/s one: on the second the transfer lasts until
+    // its tail comes out of the first, not bytes / 4 GB/s.
+    EmulationModel m = model_with(3, {{1.0, 0.0}, {4.0, 0.0}});
+    LinkTimeline links(m, nullptr);
+    CHECK(links.reserve({1}, 4000, 2000) == 3000);   // link 1 busy [2000, 3000)
+    CHECK(links.reserve({0, 1}, 1000, 0) == 1000);   // link 1 [0, 1000), not [0, 250)
+    CHECK(links.reserve({0, 1}, 1000, 0) == 2000);   // link 0 [1000, 2000), link 1 [1000, 2000): just fits
+    CHECK(links.reserve({0, 1}, 1000, 0) == 3250);   // link 1 is busy until 3000: 250 ns after
+    CHECK(links.busy_intervals(0) == Busy{{0, 3000}});
+    CHECK(links.busy_intervals(1) == Busy{{0, 3250}});
+}
+
+TEST_CASE("link model: a stream's messages keep their order on every link", "[emulation][model]") {
+    EmulationModel m = model_with(2, {{1.0, 0.0}});
+    LinkTimeline links(m, nullptr);
+    CHECK(links.reserve({0}, 1000, 10000) == 11000);
+    std::vector<int64_t> stream;
+    CHECK(links.reserve({0}, 20000, 0, &stream) == 31000); // does not fit before
+    CHECK(stream == std::vector<int64_t>{31000});
+    // Fits in [0, 10000), but the stream's previous message is not through yet.
+    CHECK(links.reserve({0}, 1000, 0, &stream) == 32000);
+    // Another stream's may go there.
+    std::vector<int64_t> other;
+    CHECK(links.reserve({0}, 1000, 0, &other) == 1000);
+}
+
+TEST_CASE("link model: a full interval list merges the neighbours with the least usable gap", "[emulation][model]") {
+    EmulationModel m = model_with(2, {{1.0, 0.0}});
+    LinkTimeline links(m, nullptr, 2);
+    CHECK(links.reserve({0}, 1000, 10000) == 11000);
+    CHECK(links.reserve({0}, 1000, 13000) == 14000);
+    CHECK(links.busy_intervals(0) == Busy{{10000, 11000}, {13000, 14000}});
+    // A third interval: the gaps are 9000 and 2000 ns; the shorter is lost.
+    CHECK(links.reserve({0}, 1000, 0) == 1000);
+    CHECK(links.busy_intervals(0) == Busy{{0, 1000}, {10000, 14000}});
+    // 1500 ns would have fitted in [11000, 13000): the link counts as busy there.
+    CHECK(links.reserve({0}, 1500, 11000) == 15500);
+    CHECK(links.busy_intervals(0) == Busy{{0, 1000}, {10000, 15500}});
+    // The gap that was kept still takes what fits.
+    CHECK(links.reserve({0}, 1000, 1000) == 2000);
+    CHECK(links.busy_intervals(0) == Busy{{0, 2000}, {10000, 15500}});
+}
+
+TEST_CASE("link model: intervals long past are forgotten", "[emulation][model]") {
+    EmulationModel m = model_with(2, {{1.0, 0.0}});
+    LinkTimeline links(m, nullptr);
+    CHECK(links.reserve({0}, 1000, 0) == 1000);
+    CHECK(links.reserve({0}, 1000, 5000) == 6000);
+    // A head kForgetPastNs after the first interval ended: it is dropped.
+    const int64_t later = 1000 + LinkTimeline::kForgetPastNs;
+    CHECK(links.reserve({0}, 1000, later) == later + 1000);
+    CHECK(links.busy_intervals(0) == Busy{{5000, 6000}, {later, later + 1000}});
+    CHECK(links.reserve({0}, 1000, later + 5000) == later + 6000);
+    CHECK(links.busy_intervals(0) == Busy{{later, later + 1000}, {later + 5000, later + 6000}});
+}
+
+TEST_CASE("link model: two timelines over one table behave as one", "[emulation][model]") {
+    EmulationModel m = model_with(3, {{1.0, 5.0}, {1.0, 0.0}, {4.0, 1.0}});
+    SharedTable table(3, 4);
+    LinkTimeline a(m, table.data(), 4), b(m, table.data(), 4);
+    LinkTimeline one(m, nullptr, 4);
+    struct Call {
+        std::vector<int> path;
+        size_t bytes;
+        int64_t ready;
+    };
+    const std::vector<Call> calls = {{{0, 1}, 1000, 0},     {{1}, 1000, 0},     {{1}, 4500, 0},
+                                     {{2, 1}, 8000, 300},   {{0, 1, 2}, 700, 0}, {{1, 2}, 3000, 20000},
+                                     {{2}, 100, 0},         {{1}, 50, 1000},    {{0}, 9000, 100},
+                                     {{2, 1, 0}, 2500, 40}, {{1}, 10, 1010},    {{0, 1}, 64, 0}};
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const Call &c = calls[i];
+        LinkTimeline &shared = i % 2 == 0 ? a : b;
+        INFO("call " << i);
+        CHECK(shared.reserve(c.path, c.bytes, c.ready) == one.reserve(c.path, c.bytes, c.ready));
+    }
+    for (int link = 0; link < 3; ++link) CHECK(a.busy_intervals(link) == one.busy_intervals(link));
+}
+
+TEST_CASE("link model: a lock held by a process that died is taken over", "[emulation][model]") {
+    EmulationModel m = model_with(2, {{1.0, 0.0}});
+    SharedTable table(1);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) _exit(0);
+    REQUIRE(waitpid(child, nullptr, 0) == child);
+    // A link's record starts with its lock word: the holder's pid << 32 and
+    // its acquisition count.
+    table.words[0] = static_cast<uint64_t>(child) << 32 | 1;
+    LinkTimeline links(m, table.data());
+    CHECK(links.reserve({0}, 1000, 0) == 1000);
+    CHECK(links.reserve({0}, 1000, 0) == 2000);
+    CHECK(table.words[0] == 0);
 }
 
 TEST_CASE("validate_emulation_model names what is wrong", "[emulation]") {
@@ -265,10 +408,9 @@ TEST_CASE("with a shared link table, two ranks' transfers share the link", "[emu
     EmulationModel m = model_with(3, {{1.0, 0.0}});
     m.path[0][2] = {0};
     m.path[1][2] = {0};
-    std::atomic<int64_t> table[1];
-    table[0].store(0);
+    SharedTable table(1);
     EmulationOptions options;
-    options.shared_link_busy_until = table;
+    options.shared_link_table = table.data();
     EmulatedTransport tx0(fabric.endpoint(0), 0, m, options), tx1(fabric.endpoint(1), 1, m, options);
     const int64_t t0 = emulation_now_ns();
     send_one(tx0, 2, 0, bytes, 1);

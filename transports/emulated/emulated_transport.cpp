@@ -1,18 +1,22 @@
 #include "emulated_transport.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <thread>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include "log.hpp"
 
 namespace nnpccl {
 
-// Cross-process sharing needs the table's atomics to be plain integers in memory.
-static_assert(std::atomic<int64_t>::is_always_lock_free, "link table atomics must be lock-free");
+// Cross-process sharing needs the table's lock words to be plain integers in memory.
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "link table lock words must be lock-free");
 
 int64_t emulation_now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -49,41 +53,198 @@ Status validate_emulation_model(const EmulationModel &model, int nranks) {
     return Status::ok();
 }
 
-LinkTimeline::LinkTimeline(const EmulationModel &model, std::atomic<int64_t> *shared_busy_until) {
+// One link's state in the table. Its interval array follows it, capacity_
+// entries; `count` and the intervals are only touched under `lock`. Zero
+// bytes are a free lock and an empty list.
+struct LinkTimeline::Record {
+    std::atomic<uint64_t> lock; // 0: free; else the holder's pid << 32 | its acquisition count
+    uint64_t count; // intervals in use
+    uint64_t reserved[6];
+};
+
+namespace {
+
+constexpr size_t kCacheLine = 64;
+constexpr int kSpinsBeforeYield = 64;
+
+size_t record_stride(int intervals_per_link) {
+    const size_t bytes = kCacheLine + static_cast<size_t>(std::max(2, intervals_per_link)) * 2 * sizeof(int64_t);
+    return (bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+}
+
+// Acquisitions by this process, so that a lock word names one acquisition.
+std::atomic<uint32_t> lock_acquisitions{0};
+
+} // namespace
+
+size_t LinkTimeline::table_bytes(size_t links, int intervals_per_link) {
+    return std::max<size_t>(links, 1) * record_stride(intervals_per_link);
+}
+
+LinkTimeline::LinkTimeline(const EmulationModel &model, void *shared_table, int intervals_per_link)
+    : capacity_(static_cast<size_t>(std::max(2, intervals_per_link))), stride_(record_stride(intervals_per_link)) {
     cost_.reserve(model.links.size());
     for (const EmulatedLink &link : model.links) {
         // Dilating time by `scale`: a byte takes scale times longer, so does the wire's latency.
         const double ns_per_byte = model.scale / link.gbytes_per_sec; // 1 GB/s = 1 byte per ns
         cost_.push_back({ns_per_byte, static_cast<int64_t>(std::llround(link.latency_us * 1e3 * model.scale))});
     }
-    if (shared_busy_until != nullptr) {
-        busy_until_ = shared_busy_until;
+    if (shared_table != nullptr) {
+        table_ = static_cast<unsigned char *>(shared_table);
     } else {
-        own_busy_until_.reset(new std::atomic<int64_t>[cost_.size()]);
-        for (size_t i = 0; i < cost_.size(); ++i) own_busy_until_[i].store(0, std::memory_order_relaxed);
-        busy_until_ = own_busy_until_.get();
+        const size_t bytes = table_bytes(cost_.size(), intervals_per_link);
+        own_table_.reset(new unsigned char[bytes]());
+        table_ = own_table_.get();
+    }
+    scratch_.reserve(capacity_ + 1);
+}
+
+LinkTimeline::Record &LinkTimeline::record(int link) const {
+    return *reinterpret_cast<Record *>(table_ + static_cast<size_t>(link) * stride_);
+}
+
+LinkTimeline::Interval *LinkTimeline::intervals(Record &r) {
+    static_assert(sizeof(Record) == kCacheLine, "a record's header is one cache line");
+    return reinterpret_cast<Interval *>(reinterpret_cast<unsigned char *>(&r) + kCacheLine);
+}
+
+void LinkTimeline::lock(Record &r, int link) {
+    std::atomic<uint64_t> &word = r.lock;
+    const uint64_t mine = static_cast<uint64_t>(getpid()) << 32 |
+                          (lock_acquisitions.fetch_add(1, std::memory_order_relaxed) + 1);
+    uint64_t holder = 0;
+    int64_t holder_since = 0;
+    for (int tries = 0;; ++tries) {
+        uint64_t seen = word.load(std::memory_order_relaxed);
+        if (seen == 0) {
+            if (word.compare_exchange_weak(seen, mine, std::memory_order_acquire, std::memory_order_relaxed)) return;
+            continue;
+        }
+        if (tries < kSpinsBeforeYield) continue;
+        // The holder may be a rank this core should run instead: give the core up.
+        std::this_thread::yield();
+        const int64_t now = emulation_now_ns();
+        if (seen != holder) {
+            holder = seen;
+            holder_since = now;
+            continue;
+        }
+        const int64_t held = now - holder_since;
+        if (held < kCheckHolderNs) continue;
+        const auto pid = static_cast<pid_t>(seen >> 32);
+        const bool gone = kill(pid, 0) != 0 && errno == ESRCH;
+        if (!gone && held < kTakeOverNs) continue;
+        if (word.compare_exchange_strong(seen, mine, std::memory_order_acquire, std::memory_order_relaxed)) {
+            LOG_WARN("link emulation: took over the lock of link %d from process %d, %s for %.0f ms; its busy "
+                     "intervals are repaired",
+                     link, static_cast<int>(pid), gone ? "which no longer exists, after waiting" : "which held it",
+                     static_cast<double>(held) / 1e6);
+            repair(r);
+            return;
+        }
     }
 }
 
-int64_t LinkTimeline::reserve(const std::vector<int> &path, size_t bytes, int64_t ready_ns) {
+void LinkTimeline::unlock(Record &r, int link) {
+    std::atomic<uint64_t> &word = r.lock;
+    uint64_t expected = word.load(std::memory_order_relaxed);
+    const auto mine_pid = static_cast<uint64_t>(getpid());
+    // Only the holder releases; a waiter that took the lock over keeps it.
+    if ((expected >> 32) != mine_pid || !word.compare_exchange_strong(expected, 0, std::memory_order_release))
+        LOG_WARN("link emulation: the lock of link %d was taken over while this process held it", link);
+}
+
+void LinkTimeline::repair(Record &r) {
+    Interval *iv = intervals(r);
+    size_t n = std::min<size_t>(r.count, capacity_);
+    std::sort(iv, iv + n, [](const Interval &a, const Interval &b) { return a.start < b.start; });
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (iv[i].done <= iv[i].start) continue;
+        if (kept > 0 && iv[i].start <= iv[kept - 1].done)
+            iv[kept - 1].done = std::max(iv[kept - 1].done, iv[i].done);
+        else
+            iv[kept++] = iv[i];
+    }
+    r.count = kept;
+}
+
+std::vector<std::pair<int64_t, int64_t>> LinkTimeline::busy_intervals(int link) {
+    Record &r = record(link);
+    lock(r, link);
+    std::vector<std::pair<int64_t, int64_t>> out;
+    const Interval *iv = intervals(r);
+    for (size_t i = 0; i < r.count; ++i) out.emplace_back(iv[i].start, iv[i].done);
+    unlock(r, link);
+    return out;
+}
+
+int64_t LinkTimeline::reserve(const std::vector<int> &path, size_t bytes, int64_t ready_ns,
+                              std::vector<int64_t> *stream_done) {
+    if (stream_done != nullptr && stream_done->size() < path.size()) stream_done->resize(path.size(), 0);
     // Walk the path as the message would: `head_ns` is when its first byte
     // reaches the next link, `tail_ns` when its last byte has come out of the
     // previous one. A link cannot finish sending the tail before it has
     // received it, so a fast link behind a slow one runs at the slow rate.
     int64_t head_ns = ready_ns;
     int64_t tail_ns = ready_ns;
-    for (int id : path) {
+    for (size_t hop = 0; hop < path.size(); ++hop) {
+        const int id = path[hop];
         const LinkCost &cost = cost_[static_cast<size_t>(id)];
         const auto serialize_ns = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * cost.ns_per_byte));
-        std::atomic<int64_t> &busy_until = busy_until_[static_cast<size_t>(id)];
-        // FIFO server: start when the link is free; another rank sharing the
-        // table may reserve in between, in which case start after it.
-        int64_t free_at = busy_until.load(std::memory_order_relaxed);
-        int64_t start = 0, done = 0;
-        do {
-            start = std::max(head_ns, free_at);
-            done = std::max(start + serialize_ns, tail_ns);
-        } while (!busy_until.compare_exchange_weak(free_at, std::max(free_at, done), std::memory_order_relaxed));
+        const int64_t earliest = stream_done != nullptr ? std::max(head_ns, (*stream_done)[hop]) : head_ns;
+        Record &r = record(id);
+        lock(r, id);
+        Interval *iv = intervals(r);
+        // The list without what ended long before this head, in order.
+        scratch_.clear();
+        for (size_t i = 0; i < r.count; ++i)
+            if (iv[i].done > earliest - kForgetPastNs) scratch_.push_back(iv[i]);
+        // The earliest gap at or after `earliest` that holds [start, done).
+        int64_t start = earliest;
+        size_t at = 0;
+        for (; at < scratch_.size(); ++at) {
+            const Interval &busy = scratch_[at];
+            if (busy.done <= start) continue;
+            if (std::max(start + serialize_ns, tail_ns) <= busy.start) break;
+            start = busy.done;
+        }
+        const int64_t done = std::max(start + serialize_ns, tail_ns);
+        if (done > start) {
+            // Insert, merging with the neighbours it touches.
+            const bool joins_before = at > 0 && scratch_[at - 1].done == start;
+            const bool joins_after = at < scratch_.size() && scratch_[at].start == done;
+            if (joins_before && joins_after) {
+                scratch_[at - 1].done = scratch_[at].done;
+                scratch_.erase(scratch_.begin() + static_cast<std::ptrdiff_t>(at));
+            } else if (joins_before) {
+                scratch_[at - 1].done = done;
+            } else if (joins_after) {
+                scratch_[at].start = start;
+            } else {
+                scratch_.insert(scratch_.begin() + static_cast<std::ptrdiff_t>(at), Interval{start, done});
+            }
+        }
+        if (scratch_.size() > capacity_) {
+            // Full: merge the neighbours whose gap is the least use from the
+            // head on (a gap behind it is of no use), losing that gap.
+            size_t merge = 0;
+            int64_t least = std::numeric_limits<int64_t>::max();
+            for (size_t i = 0; i + 1 < scratch_.size(); ++i) {
+                const int64_t usable = std::max<int64_t>(
+                    0, scratch_[i + 1].start - std::max(scratch_[i].done, earliest));
+                if (usable < least) {
+                    least = usable;
+                    merge = i;
+                }
+            }
+            scratch_[merge].done = scratch_[merge + 1].done;
+            scratch_.erase(scratch_.begin() + static_cast<std::ptrdiff_t>(merge) + 1);
+        }
+        std::copy(scratch_.begin(), scratch_.end(), iv);
+        r.count = scratch_.size();
+        unlock(r, id);
+        if (stream_done != nullptr) (*stream_done)[hop] = done;
         head_ns = start + cost.latency_ns;
         tail_ns = done + cost.latency_ns;
     }
@@ -92,11 +253,11 @@ int64_t LinkTimeline::reserve(const std::vector<int> &path, size_t bytes, int64_
 
 EmulatedTransport::EmulatedTransport(Transport *inner, int rank, EmulationModel model, EmulationOptions options)
     : inner_(inner), rank_(rank), model_(std::move(model)), options_(options),
-      timeline_(model_, options.shared_link_busy_until), name_(std::string("emulated ") + inner->name()) {
+      timeline_(model_, options.shared_link_table, options.intervals_per_link), name_(std::string("emulated ") + inner->name()) {
     options_.held_per_stream = std::max(1, options_.held_per_stream);
     LOG_INFO("link emulation over %s: %zu links, scale %g, %d held messages per stream, link state %s", inner->name(),
              model_.links.size(), model_.scale, options_.held_per_stream,
-             options_.shared_link_busy_until != nullptr ? "shared by the host's ranks" : "private to this rank");
+             options_.shared_link_table != nullptr ? "shared by the host's ranks" : "private to this rank");
 }
 
 EmulatedTransport::~EmulatedTransport() {
@@ -145,7 +306,7 @@ void EmulatedTransport::commit_send(int peer, int channel, size_t bytes) {
     }
     HeldMessage &next = s.ring[(s.first + s.count) % s.ring.size()];
     next.bytes = bytes;
-    next.due_ns = timeline_.reserve(*s.path, bytes, emulation_now_ns());
+    next.due_ns = timeline_.reserve(*s.path, bytes, emulation_now_ns(), &s.hop_done);
     ++s.count;
     ++held_total_;
 }

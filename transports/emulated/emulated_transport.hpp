@@ -5,15 +5,42 @@
 // a shared link slows two rings down, what a POD's extra hops cost).
 //
 // Model. Every simulated link is one direction of a wire with a bandwidth and
-// a latency, and is a FIFO server: a transfer of b bytes occupies each link
-// of its path for b / bandwidth, starting no earlier than the link is free,
-// so transfers that cross one link concurrently share its bandwidth. Links
-// forward cut-through (the head moves on after the link's latency, the tail
-// follows), and a router buffers a transfer that waits for a busy link
-// without holding the links behind it (virtual cut-through). Uncontended, a
-// message arrives after the sum of the path's latencies plus bytes over the
-// bottleneck bandwidth.
+// a latency. A transfer of b bytes occupies each link of its path for
+// b / bandwidth, so transfers that cross one link concurrently share its
+// bandwidth. Links forward cut-through (the head moves on after the link's
+// latency, the tail follows; a link cannot finish a transfer before it has
+// received its tail), and a router buffers a transfer that waits for a busy
+// link without holding the links behind it (virtual cut-through).
+// Uncontended, a message arrives after the sum of the path's latencies plus
+// bytes over the bottleneck bandwidth.
 //
+// Order of service. A message's path is reserved when its sender commits it
+// (see below), hop by hop from the sender: at each link the message takes
+// the EARLIEST idle gap, at or after its head reaches the link, that holds
+// the whole transfer [start, done) with done = max(start + bytes / bandwidth,
+// the tail's arrival from the hop before). So a message that reaches a link
+// before an earlier-committed one whose head comes later (from further away)
+// goes first when it fits in the idle time before it, as on a network that
+// serves a link in the order messages reach it (ccl-sim's model); one that
+// does not fit waits after it. What stays different from arrival order: an
+// earlier-committed reservation is never pushed back, so a long message that
+// arrives first but does not fit before a later-arriving reservation waits
+// for it. A stream's messages (one peer, one channel) keep their order on
+// every link: a message starts on a link no earlier than the stream's
+// previous message finished there, as a sender that sends in order gets.
+//
+// Link state. Each link keeps a sorted list of its busy intervals
+// [start, done), at most EmulationOptions::intervals_per_link of them.
+// Intervals that touch are merged (no gap is lost), and intervals that ended
+// more than kForgetPastNs before a reservation's head are dropped: every
+// reservation starts at or after its sender's clock at commit, so an
+// interval that old only matters to a rank that read the clock that much
+// earlier and has not reserved yet. When a reservation would make the list
+// longer than its bound, the two neighbouring intervals with the smallest
+// usable gap between them (the part of the gap at or after the head) are
+// merged, and that gap is lost: the link counts as busy across it. That is
+// conservative (later messages can only be delayed, never overlap a
+// reservation), and gaps already behind the head cost nothing to lose.
 // Scale. EmulationModel::scale dilates emulated time: bandwidths are divided
 // by it and latencies multiplied by it, so that host memory can keep up and
 // the latency-to-bandwidth ratio (which decides between ring, tree and
@@ -36,12 +63,22 @@
 // Approximations (decided, not accidental):
 // - Contention between ranks. By default each rank models only the links its
 //   own transfers cross: two ranks whose paths share a link each see it free.
-//   EmulationOptions::shared_link_busy_until lets the caller put the links'
-//   state in memory every rank on the host maps (one 64-bit atomic per link);
-//   reservations are then lock-free compare-and-swaps on that table and
-//   contention between local ranks is modelled exactly. The communicator
-//   sets that memory up for the ranks of each host (src/init.cpp,
-//   share_link_table); ranks on other hosts cannot share it.
+//   EmulationOptions::shared_link_table lets the caller put the links' state
+//   in memory every rank on the host maps (LinkTimeline::table_bytes: per
+//   link a lock word, a count and the interval list); contention between
+//   local ranks is then modelled exactly. The communicator sets that memory
+//   up for the ranks of each host (src/init.cpp, share_link_table); ranks
+//   on other hosts cannot share it.
+// - The lock. A link's list is changed under its lock word, an atomic
+//   spinlock in the table that holds the holder's pid and an acquisition
+//   count. A waiter spins briefly, then yields the core on every try (ranks
+//   may outnumber cores, and the holder may be the one descheduled). A rank
+//   that dies holding the lock must not hang the others: a waiter that has
+//   seen the same holder for kCheckHolderNs checks whether its pid still
+//   exists and takes the lock over if not; after kTakeOverNs it takes it
+//   over regardless. Either is logged, and the taker repairs the list (sorts
+//   it, merges overlaps), since the holder may have died halfway through a
+//   change.
 // - The reservation is made at commit. A receiver slow to free its inner
 //   slots delays delivery, but the link does not get that time back (as a
 //   credit-stalled wire loses it).
@@ -60,14 +97,18 @@
 // Cost. One extra copy of every message on an emulated stream (held buffer
 // to inner slot); held_per_stream x max_message_bytes() of memory per stream
 // that carries traffic, allocated when first used; per commit one clock read
-// and one compare-and-swap per hop; poll() costs nothing while nothing is
-// held, else one clock read and a walk over the streams.
+// and, per hop, one uncontended lock and a walk over the link's interval
+// list, O(intervals_per_link); poll() costs nothing while nothing is held,
+// else one clock read and a walk over the streams. Shared table:
+// table_bytes(links, intervals_per_link), 64 + 16 x intervals_per_link bytes
+// per link rounded up to a cache line.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -101,37 +142,79 @@ struct EmulationOptions {
     // no. A link streams at full rate when this is at least
     // 1 + latency / (message bytes / bandwidth).
     int held_per_stream = 8;
-    // Optional: model.links.size() zero-initialized atomics in memory that
-    // every rank on the host maps, holding when each link is next free (ns
-    // of the host's steady clock, CLOCK_MONOTONIC, common to all processes).
-    // nullptr keeps the links' state private to this rank.
-    std::atomic<int64_t> *shared_link_busy_until = nullptr;
+    // Busy intervals a link remembers (see "Link state" above); at least 2.
+    // Every rank that shares a table must use the same figure.
+    int intervals_per_link = 32;
+    // Optional: LinkTimeline::table_bytes(model.links.size(),
+    // intervals_per_link) zero-filled bytes, aligned to 64, that every rank
+    // on the host maps: the links' busy intervals (ns of the host's steady
+    // clock, CLOCK_MONOTONIC, common to all processes). nullptr keeps the
+    // links' state private to this rank.
+    void *shared_link_table = nullptr;
 };
 
 // The host's steady clock in nanoseconds: the time base of the emulation.
 int64_t emulation_now_ns();
 
-// The links as FIFO servers: when each is next free, and the arithmetic that
-// reserves a path for one transfer. Separate from the transport so that the
-// model can be checked with exact times.
+// The links with their busy intervals, and the arithmetic that reserves a
+// path for one transfer. Separate from the transport so that the model can be
+// checked with exact times. One thread at a time may call reserve() on one
+// LinkTimeline; several LinkTimelines (in any processes) may share a table.
 class LinkTimeline {
 public:
-    // `shared_busy_until` as EmulationOptions::shared_link_busy_until.
-    LinkTimeline(const EmulationModel &model, std::atomic<int64_t> *shared_busy_until);
+    // Intervals that ended this long before a reservation's head are dropped.
+    static constexpr int64_t kForgetPastNs = 10000000;
+    // A waiter that has seen one holder of a link's lock this long checks
+    // that the holder's process still exists, and takes the lock if not ...
+    static constexpr int64_t kCheckHolderNs = 100000000;
+    // ... and after this long takes it whoever holds it.
+    static constexpr int64_t kTakeOverNs = 2000000000;
+
+    // Bytes of a shared table for `links` links of `intervals_per_link`
+    // intervals each (zero-filled, it is a table of idle links).
+    static size_t table_bytes(size_t links, int intervals_per_link);
+
+    // `shared_table` as EmulationOptions::shared_link_table; nullptr makes a
+    // private one. `intervals_per_link` below 2 is taken as 2.
+    LinkTimeline(const EmulationModel &model, void *shared_table, int intervals_per_link = 32);
 
     // Reserves each link of `path` in turn for a transfer of `bytes` that can
     // leave at `ready_ns`, and returns when its last byte arrives. An empty
-    // path arrives at `ready_ns`.
-    int64_t reserve(const std::vector<int> &path, size_t bytes, int64_t ready_ns);
+    // path arrives at `ready_ns`. With `stream_done` (one entry per hop, 0
+    // at first), the transfer starts on each link no earlier than the entry,
+    // which is then set to when it is done there: a stream's transfers keep
+    // their order on every link.
+    int64_t reserve(const std::vector<int> &path, size_t bytes, int64_t ready_ns,
+                    std::vector<int64_t> *stream_done = nullptr);
+
+    // The busy intervals link `link` holds now, in order (for tests and
+    // diagnostics; takes the link's lock).
+    std::vector<std::pair<int64_t, int64_t>> busy_intervals(int link);
 
 private:
     struct LinkCost {
         double ns_per_byte; // scaled
         int64_t latency_ns; // scaled
     };
+    struct Interval {
+        int64_t start, done;
+    };
+    struct Record; // one link's lock, count and intervals in the table
+
+    Record &record(int link) const;
+    static Interval *intervals(Record &r);
+    void lock(Record &r, int link);
+    void unlock(Record &r, int link);
+    // Sorts the record's intervals and merges overlaps: after taking over
+    // the lock of a holder that may have died halfway through a change.
+    void repair(Record &r);
+
     std::vector<LinkCost> cost_;
-    std::unique_ptr<std::atomic<int64_t>[]> own_busy_until_; // when not shared
-    std::atomic<int64_t> *busy_until_;
+    size_t capacity_;  // intervals per link
+    size_t stride_;    // bytes per link record
+    std::unique_ptr<unsigned char[]> own_table_; // when not shared
+    unsigned char *table_;
+    std::vector<Interval> scratch_; // capacity_ + 1
 };
 
 class EmulatedTransport final : public Transport {
@@ -190,6 +273,7 @@ private:
     // One (peer, channel) stream towards a peer: a ring of held messages.
     struct Stream {
         const std::vector<int> *path = nullptr; // nullptr: pass through
+        std::vector<int64_t> hop_done;          // per hop: when its last message is done there
         std::vector<HeldMessage> ring;
         size_t first = 0; // oldest held message
         size_t count = 0;
