@@ -53,6 +53,8 @@ bool number_within(const std::string &text, double lo, double hi, double *out) {
 
 constexpr size_t kMinChunk = 4096;
 constexpr size_t kMaxChunk = size_t{64} << 20;
+constexpr size_t kMinShmBytes = size_t{1} << 20;
+constexpr size_t kMaxShmBytes = size_t{1} << 40;
 
 } // namespace
 
@@ -61,6 +63,15 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     NNPCCL_TRY(env_int("NNPCCL_TIMEOUT", 1, 86400 * 365, &s.timeout_sec));
     NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm.slots));
     s.ofi.slots = s.shm.slots;
+    if (std::string shm_bytes = env_string("NNPCCL_SHM_BYTES"); !shm_bytes.empty()) {
+        auto bytes = parse_size(shm_bytes);
+        if (!bytes || *bytes < kMinShmBytes || *bytes > kMaxShmBytes)
+            return invalid_argument("NNPCCL_SHM_BYTES=%s is not a size from 1M to 1024G (the shared memory each "
+                                    "rank's queues may hold; e.g. 64M)",
+                                    shm_bytes.c_str());
+        s.shm.bytes = *bytes;
+        s.shm.bytes_set = true;
+    }
     NNPCCL_TRY(env_int("NNPCCL_SPIN_US", 0, 1000000, &s.spin_us));
     int send_in_place = 1;
     NNPCCL_TRY(env_int("NNPCCL_OFI_SEND_IN_PLACE", 0, 1, &send_in_place));

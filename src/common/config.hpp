@@ -17,7 +17,17 @@ enum class TransportMode { Auto, Shm, Ofi };
 // Each layer's options, as the user set them. What init finds out about the
 // host is apart, in HostFacts (src/init.hpp).
 struct ShmOptions {
-    int slots = 8; // NNPCCL_SHM_SLOTS: slots per queue (pipelining depth)
+    int slots = 8; // NNPCCL_SHM_SLOTS: slots per queue (pipelining depth), at most
+    // NNPCCL_SHM_BYTES: the shared memory one rank's queues may hold
+    // resident (its inbound queues and its outbound ones in its local
+    // peers' segments). The transport gives each queue as many slots as fit,
+    // up to `slots`; many local ranks get fewer.
+    size_t bytes = kDefaultShmBytes;
+    // Whether the user set `bytes`: then it is a bound, and a job that needs
+    // more than it allows (2 slots per queue) fails at init. The default
+    // yields to those 2 slots on hosts of more than 16 ranks.
+    bool bytes_set = false;
+    static constexpr size_t kDefaultShmBytes = size_t{64} << 20;
 };
 struct OfiOptions {
     int slots = 8;             // NNPCCL_SHM_SLOTS too: receives posted per stream

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -90,8 +91,41 @@ uint64_t *queue_sizes(ShmTransport::Queue *q) {
     return reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(q) + sizeof(ShmTransport::Queue));
 }
 size_t segment_header_bytes() { return round_up(sizeof(ShmTransport::Segment), kPage); }
+size_t queue_bytes(int slots, size_t slot_bytes) {
+    return round_up(queue_data_offset(slots) + static_cast<size_t>(slots) * slot_bytes, kPage);
+}
 
 } // namespace
+
+size_t ShmTransport::resident_bytes(int local_ranks, int channels, int slots, size_t slot_bytes) {
+    const size_t peers = static_cast<size_t>(std::max(local_ranks, 1) - 1);
+    return static_cast<size_t>(std::max(local_ranks, 1)) * segment_header_bytes() +
+           2 * peers * static_cast<size_t>(channels) * queue_bytes(slots, slot_bytes);
+}
+
+// The deepest queues, up to options.slots, whose pages fit options.bytes.
+// Every queue gets the same depth: which peers and channels the algorithms
+// use is known only per call, and any of them may. Cost: one size per
+// candidate depth, at most 63.
+Status ShmTransport::fit_slots(int local_ranks, int channels, const ShmOptions &options, size_t slot_bytes,
+                               int *slots) {
+    constexpr int kMinSlots = 2; // NNPCCL_SHM_SLOTS' least: one slot being filled while the other drains
+    int fit = options.slots;
+    while (fit > kMinSlots && resident_bytes(local_ranks, channels, fit, slot_bytes) > options.bytes) --fit;
+    const size_t least = resident_bytes(local_ranks, channels, fit, slot_bytes);
+    if (least > options.bytes) {
+        if (options.bytes_set)
+            return invalid_argument("NNPCCL_SHM_BYTES=%zu is too small for %d ranks on this host: their queues (%d "
+                                    "channels, %d slots of %zu bytes, to and from each local peer) need %zu MiB per "
+                                    "rank; raise it, or lower NNPCCL_CHUNK_SIZE",
+                                    options.bytes, local_ranks, channels, fit, slot_bytes, (least + (1 << 20) - 1) >> 20);
+        LOG_INFO("shm: %d local ranks need %zu MiB of queues per rank even at %d slots, more than the default %zu "
+                 "MiB; NNPCCL_SHM_BYTES with a smaller NNPCCL_CHUNK_SIZE bounds it",
+                 local_ranks, least >> 20, fit, options.bytes >> 20);
+    }
+    *slots = fit;
+    return Status::ok();
+}
 
 ShmTransport::Queue *ShmTransport::queue(int owner, int sender, int channel) const {
     char *base = reinterpret_cast<char *>(segments_[static_cast<size_t>(owner)]);
@@ -102,13 +136,17 @@ ShmTransport::Queue *ShmTransport::queue(int owner, int sender, int channel) con
 Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_peers, int channels,
                             const ShmOptions &options, size_t message_bytes, int numa_node, const Deadline &deadline,
                             std::unique_ptr<ShmTransport> *out) {
+    // Every rank of the host computes the same depth from the same inputs:
+    // a rank set differently fails the layout check below.
+    int slots = 0;
+    NNPCCL_TRY(fit_slots(static_cast<int>(local_peers.size()), channels, options, message_bytes, &slots));
     std::unique_ptr<ShmTransport> t(new ShmTransport());
     t->rank_ = bootstrap.rank();
     t->nranks_ = bootstrap.nranks();
     t->channels_ = channels;
-    t->slots_ = options.slots;
+    t->slots_ = slots;
     t->slot_bytes_ = message_bytes;
-    t->queue_stride_ = round_up(queue_data_offset(t->slots_) + static_cast<size_t>(t->slots_) * t->slot_bytes_, kPage);
+    t->queue_stride_ = queue_bytes(t->slots_, t->slot_bytes_);
     t->segment_bytes_ = segment_header_bytes() + static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels) * t->queue_stride_;
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
     t->pids_.assign(static_cast<size_t>(t->nranks_), 0);
@@ -179,7 +217,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         close(pfd);
         if (pmem == MAP_FAILED) {
             st = system_error("cannot map the shm segment of rank %d (size %lld, expected %zu): do all ranks use "
-                              "the same NNPCCL_CHUNK_SIZE and NNPCCL_SHM_SLOTS?",
+                              "the same NNPCCL_CHUNK_SIZE, NNPCCL_SHM_SLOTS and NNPCCL_SHM_BYTES?",
                               peer, static_cast<long long>(info.st_size), t->segment_bytes_);
             break;
         }
@@ -203,8 +241,11 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     Status barrier = st ? bootstrap.barrier(deadline) : st;
     close(fd);
     if (!barrier) return barrier;
-    LOG_INFO("shm transport: %zu local ranks, %d channels, %d slots of %zu bytes", local_peers.size(), channels,
-             t->slots_, t->slot_bytes_);
+    LOG_INFO("shm transport: %zu local ranks, %d channels, %d slots of %zu bytes: %zu KiB of queues per rank "
+             "(NNPCCL_SHM_BYTES %zu KiB)",
+             local_peers.size(), channels, t->slots_, t->slot_bytes_,
+             resident_bytes(static_cast<int>(local_peers.size()), channels, t->slots_, t->slot_bytes_) >> 10,
+             options.bytes >> 10);
     *out = std::move(t);
     return Status::ok();
 }

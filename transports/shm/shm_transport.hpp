@@ -42,6 +42,15 @@ public:
                          std::unique_ptr<ShmTransport> *out);
     ~ShmTransport() override;
 
+    // The shared memory one rank holds resident once its queues are in use:
+    // the header of each local segment, and its queues to and from each
+    // local peer, `channels` each way.
+    static size_t resident_bytes(int local_ranks, int channels, int slots, size_t slot_bytes);
+    // The slots per queue for this host: options.slots, or fewer so that
+    // resident_bytes() fits options.bytes (at least 2; when even 2 do not
+    // fit, an error if the user set the bound, else 2).
+    static Status fit_slots(int local_ranks, int channels, const ShmOptions &options, size_t slot_bytes, int *slots);
+
     const char *name() const override { return "shm"; }
     int spin_hint_us() const override { return 20; } // a peer in shared memory answers within microseconds
     size_t max_message_bytes() const override { return slot_bytes_; }
