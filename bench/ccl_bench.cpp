@@ -162,8 +162,9 @@ Options parse_options(int argc, char **argv) {
                    "sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)")
         ->type_name("T");
     app.add_option("--soak", soak_seconds,
-                   "instead of a sweep: a random mix of every collective, size (up to -e),\n"
-                   "datatype and op, all checked, then ops, bytes, wrong values, RSS and fds")
+                   "instead of a sweep: a random mix of every collective, size (whole\n"
+                   "buffers up to -e), datatype and op, all checked, then ops, bytes, wrong\n"
+                   "values, fds, and memory: VmHWM, Pss, the shm queues' share")
         ->transform(whole_number(1))
         ->type_name("SECONDS");
     app.add_option("--seed", o.soak_seed,

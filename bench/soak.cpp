@@ -18,12 +18,39 @@
 
 namespace {
 
-long rss_kib() {
-    std::ifstream status("/proc/self/status");
+// A "Key:   123 kB" line's number from a /proc file; -1 when absent.
+long proc_kib(const char *path, const char *key) {
+    std::ifstream file(path);
     std::string line;
-    while (std::getline(status, line))
-        if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+    const size_t n = std::strlen(key);
+    while (std::getline(file, line))
+        if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
+            return std::strtol(line.c_str() + n + 1, nullptr, 10);
     return -1;
+}
+
+long rss_kib() { return proc_kib("/proc/self/status", "VmRSS"); }
+
+// Resident memory at the end, in KiB. RSS counts every page this process
+// has mapped, shared ones included, so the shm queues two ranks share are
+// counted by both; Pss splits each shared page among the processes that
+// map it. The soak's own buffers are the user's side of the calls.
+enum Memory { kHwm, kRss, kPss, kShmRss, kShmPss, kOwnBuffers, kLibraryPeak, kMemoryFigures };
+
+// Rss and Pss of nnpccl's shared-memory mappings (its queues; anonymous
+// memfds, named memfd:nnpccl-... in /proc/self/smaps).
+void shm_resident_kib(long *rss, long *pss) {
+    *rss = *pss = 0;
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool ours = false;
+    while (std::getline(smaps, line)) {
+        const size_t colon = line.find(':');
+        const bool field = colon != std::string::npos && line.find(' ') > colon; // "Rss:  12 kB", not a mapping
+        if (!field) ours = line.find("memfd:nnpccl") != std::string::npos;
+        else if (ours && line.compare(0, 4, "Rss:") == 0) *rss += std::strtol(line.c_str() + 4, nullptr, 10);
+        else if (ours && line.compare(0, 4, "Pss:") == 0) *pss += std::strtol(line.c_str() + 4, nullptr, 10);
+    }
 }
 
 int open_fds() {
@@ -97,9 +124,12 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     if (seed == 0) seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     if (nnpccl_broadcast(&seed, &seed, 1, NNPCCL_UINT64, 0, comm) != NNPCCL_SUCCESS) return 1;
     std::mt19937_64 rng(seed);
-    // Buffers for the largest call, allocated once, with a guard zone behind each.
-    std::vector<unsigned char> send(max_bytes * static_cast<size_t>(nranks) + kGuard);
-    std::vector<unsigned char> recv(max_bytes * static_cast<size_t>(nranks) + kGuard);
+    // Buffers for the largest call, allocated once, with a guard zone
+    // behind each. -e bounds a call's whole buffer, as in a sweep: the
+    // per-rank block of a blockwise collective is up to max_bytes / nranks.
+    const size_t whole = std::max(max_bytes, sizeof(double) * static_cast<size_t>(nranks));
+    std::vector<unsigned char> send(whole + kGuard);
+    std::vector<unsigned char> recv(whole + kGuard);
     const long rss_start = rss_kib();
     const int shm_start = shm_mappings();
     // Buffers, transport slots, libfabric's buffer pools and the schedule
@@ -126,10 +156,10 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
         s.root = static_cast<int>(rng() % static_cast<uint64_t>(nranks));
         s.in_place = rng() % 2 == 0;
         const size_t es = nnpccl_datatype_size(s.dt);
-        // Log-uniform sizes from one element to max_bytes, and some empty calls.
-        double exponent =
-            std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(max_bytes / es)))(rng);
-        s.count = rng() % 16 == 0 ? 0 : static_cast<size_t>(std::exp2(exponent));
+        // Log-uniform sizes from one element to max_bytes in all, and some empty calls.
+        const size_t most = std::max<size_t>(1, max_bytes / es / (s.blockwise() ? static_cast<size_t>(nranks) : 1));
+        double exponent = std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(most)))(rng);
+        s.count = rng() % 16 == 0 ? 0 : std::min(most, static_cast<size_t>(std::exp2(exponent)));
         const void *sp = nullptr;
         void *rp = nullptr;
         nnpccl_check::lay_out(s, send.data(), recv.data(), &sp, &rp);
@@ -195,6 +225,20 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     if (mine[kFdsChanged] != 0)
         std::fprintf(stderr, "soak: rank %d: %d open file descriptors at half time, %d at the end\n", rank, fds_before,
                      fds_after);
+    uint64_t memory[kMemoryFigures] = {};
+    {
+        long shm_rss = 0, shm_pss = 0;
+        shm_resident_kib(&shm_rss, &shm_pss);
+        const long hwm = proc_kib("/proc/self/status", "VmHWM");
+        const long own = static_cast<long>((send.size() + recv.size()) >> 10);
+        const long figures[kMemoryFigures] = {hwm, rss_after, proc_kib("/proc/self/smaps_rollup", "Pss"), shm_rss,
+                                              shm_pss, own, hwm - own};
+        for (int m = 0; m < kMemoryFigures; ++m) memory[m] = static_cast<uint64_t>(std::max(figures[m], 0L));
+    }
+    uint64_t most_memory[kMemoryFigures] = {};
+    const bool memory_known = nnpccl_allreduce(memory, most_memory, kMemoryFigures, NNPCCL_UINT64, NNPCCL_MAX, comm) ==
+                              NNPCCL_SUCCESS;
+    if (!memory_known) std::copy(std::begin(memory), std::end(memory), std::begin(most_memory));
     uint64_t all[kTallies] = {};
     const bool summed = sum_tallies(comm, rank, nranks, mine, all);
     bool mine_failed = false;
@@ -218,6 +262,16 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
         else
             std::printf(
                 "# RSS bound       : none under AddressSanitizer (its quarantine grows; it checks leaks at exit)\n");
+        // Not part of the verdict: what the footprint is, for the reader
+        // (tests/soak_test.sh holds the queues to NNPCCL_SHM_BYTES).
+        const char *over = memory_known ? "max over ranks" : "rank 0 alone: the max over ranks failed";
+        std::printf("# memory (%s): VmHWM %" PRIu64 " KiB, VmRSS %" PRIu64 " KiB at the end, Pss %" PRIu64 " KiB\n",
+                    over, most_memory[kHwm], most_memory[kRss], most_memory[kPss]);
+        std::printf("# memory (%s): the soak's own buffers %" PRIu64 " KiB; the rest (nnpccl, the program, libc) %" PRIu64
+                    " KiB at the peak\n",
+                    over, most_memory[kOwnBuffers], most_memory[kLibraryPeak]);
+        std::printf("# memory (%s): shared-memory queues %" PRIu64 " KiB resident, %" PRIu64 " KiB Pss\n", over,
+                    most_memory[kShmRss], most_memory[kShmPss]);
         std::printf("# rank 0 open fds : %d at half time, %d at the end%s\n", fds_before, fds_after,
                     all[kFdsChanged] == 0 ? "" : "  (FAILED: a rank's count changed)");
         std::printf("# rank 0 shared-memory mappings: %d at start, %d at the end%s\n", shm_start, shm_after,
