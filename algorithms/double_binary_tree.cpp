@@ -12,9 +12,16 @@
 // inner in one tree and a leaf in the other, so it moves about 2C in and
 // 2C out (4C each way in allreduce, where both directions run at once):
 //
-//   broadcast   (h + k - 1)·(α + 2Cβ)          ≈ h·α + nβ for k >> h
-//   reduce      (h + k - 1)·(α + 2Cβ + 2Cγ)    ≈ h·α + nβ + nγ
-//   allreduce   (2h + k - 1)·(α + 4Cβ + 2Cγ)   ≈ 2h·α + 2nβ + nγ
+//   broadcast   h·α + (h + k - 1)·2Cβ          ≈ h·α + nβ for k >> h
+//   reduce      h·α + (h + k - 1)·(2Cβ + 2Cγ)  ≈ h·α + nβ + nγ
+//   allreduce   k·2h·(α + 4Cβ + 2Cγ)           ≈ 2h·(α/C + 2β + γ)·n/2
+//
+// α is paid per level, not per chunk: a rank forwards chunk j + 1 while
+// chunk j is in flight, through the stream's slots. In allreduce, though,
+// both directions of a tree share one channel, and a rank takes chunk
+// j - 2h down before it sends chunk j + 1 up: each chunk waits for the
+// round trip to the top and back (on a host, where every message's α is
+// the rank's own work, the registry entry below says what is charged).
 //
 // Messages per rank grow with n/C (not with p, as the ring's do), so the
 // trees win for small and medium n on many ranks. Every element is reduced
@@ -132,13 +139,28 @@ namespace {
 // Double binary tree (double_binary_tree.cpp): two trees of height h, S/2
 // each in k = ceil(S/2 / C) chunks of c bytes; per pipeline stage every tree
 // edge carries a chunk up (reduce, allreduce) and one down (broadcast,
-// allreduce), all at once: α of the longest edge route plus the stage's
-// bytes through the busiest link or port.
-//   allreduce            (2h + k - 1) stages, trees over all ranks
-//   broadcast, reduce    (h + k - 1) stages, both trees hung from the root
-// Up to kTracedSources ranks the trees are the builder's; beyond, the
+// allreduce), all at once: T, the stage's bytes through the busiest link or
+// port. Up to kTracedSources ranks the trees are the builder's; beyond, the
 // topology's double binary tree embedding (the same shape over ring 0's
 // order) stands in for them.
+//
+// On NNP-T a message's α is its route's latency, which the chunks behind
+// it in the stream's slots overlap. The first chunk crosses each edge of
+// its way once, α_e + c/B_e (+ cγ where it is reduced, going up); W is the
+// longest way between a rank and the top (L its latencies alone), and the
+// chunks behind the first follow at the slowest edge's pace t, or as the
+// busiest link lets them, T a stage:
+//   broadcast, reduce    P(k) = max(W + (k - 1)·t, L + k·T)
+// Allreduce's builder sends chunk j - 2h down after chunk j came up, on
+// one channel per tree: up to 2h chunks go up, then come down, P_up + P_down;
+// beyond, a leaf sends chunk j + 1 only after chunk j reached the top and
+// chunk j - 2h came back, the round trip R of the deepest rank:
+//   allreduce            P_up(k) + P_down(k)                              k <= 2h + 1
+//                        (k - 2h - 1)·R + P_up(2h + 1) + P_down(2h + 1)   k > 2h + 1
+// On the host α is the rank's own work, paid for every message, the edges
+// all cost the same and rounds run in lockstep:
+//   allreduce            (2h + k - 1)·(α + T)
+//   broadcast, reduce    (h + k - 1)·(α + T)
 double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     if (p <= 1) return 0;
@@ -146,10 +168,11 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
     const bool allreduce = args.collective == Collective::Allreduce;
     const int root = allreduce ? -1 : args.root;
     const bool up = args.collective != Collective::Broadcast, down = args.collective != Collective::Reduce;
+    const bool traced = p <= kTracedSources;
     std::vector<int> parents[2];
     int height = 0;
     for (int which = 0; which < 2; ++which) {
-        if (p <= kTracedSources) {
+        if (traced) {
             for (int r = 0; r < p; ++r) {
                 const DoubleTreePattern node(p, root, which, r);
                 parents[which].push_back(node.parent());
@@ -161,19 +184,94 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
         }
     }
     const double half = total / 2, pieces = messages(half, chunk), piece = half / std::max(1.0, pieces);
-    std::vector<Flow> stage;
+    std::vector<Flow> directed[2], stage; // up, down; both
     for (const std::vector<int> &parent : parents)
         for (int r = 0; r < p; ++r) {
             const int above = parent[static_cast<size_t>(r)];
             if (above < 0) continue;
-            if (up) stage.push_back({r, above, piece});
-            if (down) stage.push_back({above, r, piece});
+            if (up) directed[0].push_back({r, above, piece});
+            if (down) directed[1].push_back({above, r, piece});
         }
-    const FlowCost cost = concurrent(t, stage);
-    const double stages = (allreduce ? 2 * height : height) + pieces - 1;
+    for (const std::vector<Flow> &flows : directed) stage.insert(stage.end(), flows.begin(), flows.end());
+    RouteTable routes(t);
+    if (traced) routes.trace(stage);
+    const FlowCost cost = concurrent(t, stage, traced ? &routes : nullptr);
     const double reduced = args.collective == Collective::Broadcast ? 0 : total;
-    return host_lockstep(t, inputs,
-                         with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced));
+    if (t.machine().shape() == Shape::Flat) {
+        const double stages = (allreduce ? 2 * height : height) + pieces - 1;
+        return host_lockstep(
+            t, inputs, with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced));
+    }
+    // One chunk over one edge: its route's latency and bandwidth (the
+    // embedding's routes beyond kTracedSources ranks), and going up, the
+    // parent's reduction of it.
+    struct Crossing {
+        double latency_us = 0, us = 0;
+    };
+    const double reduce_piece = with_reduction(t, inputs, args.elem_size, 0, piece);
+    auto crossing = [&](int which, int node, int above, bool upward) {
+        const Route *r = nullptr;
+        if (traced) r = upward ? routes.find(node, above) : routes.find(above, node);
+        else r = &(upward ? t.double_binary_tree(which).up : t.double_binary_tree(which).down)[static_cast<size_t>(node)];
+        if (r == nullptr || !r->reachable) return Crossing{kInfinity, kInfinity};
+        return Crossing{r->latency_us, r->latency_us + us_for(piece, r->gbps) + (upward ? reduce_piece : 0)};
+    };
+    // Per direction: the longest way of a chunk between a rank and the top
+    // (W), its latencies alone, and the slowest edge a chunk crosses.
+    struct Way {
+        double us = 0, latency_us = 0, edge_us = 0;
+    };
+    Way ways[2]; // up, down
+    double round_trip = 0;
+    for (int which = 0; which < 2; ++which) {
+        const std::vector<int> &parent = parents[which];
+        std::vector<Way> to_top[2];
+        to_top[0].assign(static_cast<size_t>(p), Way{-1, -1, 0}); // -1: not yet known
+        to_top[1] = to_top[0];
+        for (int r = 0; r < p; ++r) {
+            std::vector<int> path; // r and its ancestors whose way is not yet known, nearest first
+            int at = r;
+            while (at >= 0 && to_top[0][static_cast<size_t>(at)].us < 0) {
+                path.push_back(at);
+                at = parent[static_cast<size_t>(at)];
+            }
+            for (int dir = 0; dir < 2; ++dir) {
+                Way known = at >= 0 ? to_top[dir][static_cast<size_t>(at)] : Way{};
+                for (size_t i = path.size(); i-- > 0;) {
+                    const int node = path[i], above = parent[static_cast<size_t>(node)];
+                    if (above >= 0 && (dir == 0 ? up : down)) {
+                        const Crossing c = crossing(which, node, above, dir == 0);
+                        known.us += c.us;
+                        known.latency_us += c.latency_us;
+                        ways[dir].edge_us = std::max(ways[dir].edge_us, c.us - c.latency_us);
+                    }
+                    to_top[dir][static_cast<size_t>(node)] = known;
+                }
+            }
+            const size_t at_r = static_cast<size_t>(r);
+            for (int dir = 0; dir < 2; ++dir) {
+                ways[dir].us = std::max(ways[dir].us, to_top[dir][at_r].us);
+                ways[dir].latency_us = std::max(ways[dir].latency_us, to_top[dir][at_r].latency_us);
+            }
+            round_trip = std::max(round_trip, to_top[0][at_r].us + to_top[1][at_r].us);
+        }
+    }
+    // k chunks down (or up) the trees: the first one's way and the others
+    // behind it at the slowest edge's pace, or, where links are shared, the
+    // busiest link's k stages between the way's latencies.
+    auto pipeline = [&](int dir, double k) {
+        if (!(dir == 0 ? up : down)) return 0.0;
+        const double busiest = concurrent(t, directed[dir], traced ? &routes : nullptr).transfer_us;
+        const Way &w = ways[dir];
+        return std::max(w.us + (k - 1) * w.edge_us, w.latency_us + k * busiest);
+    };
+    const double k = std::max(1.0, pieces);
+    double transfer = pipeline(0, k) + pipeline(1, k);
+    if (allreduce) {
+        const double lag = 2.0 * height;
+        if (k > lag) transfer = (k - lag - 1) * round_trip + pipeline(0, lag + 1) + pipeline(1, lag + 1);
+    }
+    return with_reduction(t, inputs, args.elem_size, transfer, reduced);
 }
 
 Schedule build_on(const CollectiveArgs &args, const Topology &) { return build_double_binary_tree(args); }
