@@ -144,7 +144,8 @@ namespace {
 //   allreduce   c·α + (p-1)·Sβ (everyone's buffer to everyone) + (p-1)·Sγ
 //   allgather   c·α + (p-1)·mβ out of and into every rank, m = S/p per rank
 //   reduce-scatter  the same + (p-1)·mγ, each rank folding its block
-//   gather      c·α + (p-1)·mβ into the root, m = S/p per rank
+//   gather      c·α + (p-1)·mβ into the root, m = S/p per rank (α once on
+//               NNP-T: a sender's chunks stream back to back)
 //   scatter     the same out of the root
 //   alltoall    c·α + (p-1)·mβ out of and into every rank, m = S/p per pair
 double predict_direct_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
@@ -162,7 +163,13 @@ double predict_direct_us(const CollectiveArgs &args, const Topology &t, const Co
             if (wanted) flows.push_back({a, b, per_pair});
         }
     const FlowCost cost = concurrent(t, flows);
-    const double transfer = messages(per_pair, chunk) * cost.latency_us + cost.transfer_us;
+    // Gather's senders and scatter's root send their chunks back to back
+    // through the streams' slots, so on NNP-T, where α is the links'
+    // latency, only the first chunk's is exposed; the other collectives'
+    // chunk rounds run in lock step, each waiting for the last.
+    const bool streams = args.collective == Collective::Gather || args.collective == Collective::Scatter;
+    const double rounds = streams && t.machine().shape() != Shape::Flat ? 1 : messages(per_pair, chunk);
+    const double transfer = rounds * cost.latency_us + cost.transfer_us;
     const double reduced = args.collective == Collective::Allreduce       ? (p - 1.0) * total
                            : args.collective == Collective::ReduceScatter ? (p - 1.0) * per_pair
                                                                           : 0;

@@ -7,7 +7,8 @@
 //   allreduce      reduce-scatter then allgather:  2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ
 //   reduce-scatter (p-1)α + (p-1)/p·nβ + (p-1)/p·nγ   (n = the whole send buffer)
 //   allgather      (p-1)α + (p-1)/p·nβ                 (n = the whole receive buffer)
-//   broadcast      pipelined chain from the root: (p-1+c)α + nβ·(1+(p-2)/c) for c chunks
+//   broadcast      pipelined chain from the root: (p-1)α + nβ·(1+(p-2)/c) for c chunks
+//                  (on a host, where α is the rank's own work, (p-2+c)α)
 //   reduce         pipelined chain into the root: the same plus nγ
 //
 // Positions, not ranks, drive the arithmetic: the rank at ring position k
@@ -189,7 +190,9 @@ namespace {
 // backward too where Topology::rings_both_ways()), each with S/k:
 //   allreduce       2(p-1)·s messages, s = ceil(S/k / (p·C)) slices; 2(p-1)/p·S/k bytes per hop
 //   reduce-scatter, allgather  (p-1)·ceil(S/(k·p) / C) messages; (p-1)/p·S/k bytes per hop
-//   broadcast, reduce  a chain from (into) the root: (p-2+c)·(α + S/(k·c)·β), c = ceil(S/k / C)
+//   broadcast, reduce  a chain from (into) the root, c = ceil(S/k / C) chunks:
+//                      (p-1)·α + (p-2+c)·S/(k·c)·β on NNP-T (reduce: + (p-1)·γ·S/(k·c)),
+//                      (p-2+c)·(α + S/(k·c)·β) on the host
 // A channel takes its messages' α plus its bytes over the ring's slowest
 // hop; rings that share links (routed hops, or `flat`'s one memory system)
 // share them (concurrent()).
@@ -215,6 +218,7 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     // Per channel, its messages' α and its bytes' time on the critical path.
     double slowest_channel = 0, slowest_bytes = 0, every_alpha = 0;
     const bool chain = args.collective == Collective::Broadcast || args.collective == Collective::Reduce;
+    const bool host = t.machine().shape() == Shape::Flat;
     for (const Channel &channel : channels) {
         const std::vector<int> &ranks = channel.ranks;
         const double alpha = channel.ring->hop_latency_us, gbps = channel.ring->bottleneck_gbps;
@@ -235,7 +239,17 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
         default: { // broadcast, reduce: a pipelined chain
             const double pieces = messages(share, chunk);
             hop_bytes = share;
-            alpha_us = (p - 2 + pieces) * alpha;
+            // On the host every message's α is the rank's work; on NNP-T it
+            // is the link's latency, which the chunks behind the first, out
+            // back to back through the stream's slots, overlap: the first
+            // chunk's α per hop (and, into a reduce's root, its reduction at
+            // each hop before it is forwarded).
+            if (host)
+                alpha_us = (p - 2 + pieces) * alpha;
+            else
+                alpha_us = (p - 1) * (alpha + (args.collective == Collective::Reduce
+                                                   ? with_reduction(t, inputs, args.elem_size, 0, share / pieces)
+                                                   : 0));
             bytes_us = (p - 2 + pieces) * us_for(share / pieces, gbps);
             root_position = static_cast<int>(std::find(ranks.begin(), ranks.end(), args.root) - ranks.begin());
             break;
