@@ -21,6 +21,9 @@
 // pairwise receives block r-k in round k but sends it only in round p-k:
 // (p-1)·m more bytes of memcpy and p·count elements of scratch.
 #include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <utility>
 
 #include "builders.hpp"
 #include "cost_terms.hpp"
@@ -119,31 +122,72 @@ Schedule build_direct_alltoall(const CollectiveArgs &args) {
 namespace {
 
 // Pairwise alltoall (alltoall.cpp): p-1 rounds, in round k rank r sends its
-// block of m = S/p bytes to r+k: ceil(m / C)·α plus the round's bytes
-// through the links their routes share. Beyond kSampledRounds rounds, a
-// stride of them stands for all.
+// block of m = S/p bytes to r+k in c = ceil(m / C) chunks, T the round's
+// bytes through the links their routes share. A rank sends its next chunk
+// only once the previous one from r-k has come in, so a chunk's latency
+// lies on the chain of ranks r, r-k, r-2k, ... (a cycle of the round's
+// permutation): on NNP-T, the cycle's mean route latency ᾱ per chunk, with
+// its chunk time t, unless the shared links are slower:
+//   round    max(ᾱ + T, c·(ᾱ + t))
+// On the host, where α is the rank's own work, every chunk's α adds to the
+// round's transfers: c·α + T (α: the longest route's).
+// Beyond kSampledRounds rounds, one round in each of kSampledRounds equal
+// strata stands for its stratum; the round picked moves through the
+// stratum from one to the next, so that on a torus the samples' partners
+// are not all in the same column (every 32nd round of 1023 on a torus 32
+// wide would all be one column over, the cheapest).
 double predict_pairwise_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     constexpr int kSampledRounds = 32;
     const int p = args.nranks;
     if (p <= 1) return 0;
     const double block = static_cast<double>(call_bytes(args)) / p, chunk = chunk_bytes(args);
-    const int stride = (p - 1 + kSampledRounds - 1) / kSampledRounds;
+    const double pieces = messages(block, chunk);
+    const bool host = t.machine().shape() == Shape::Flat;
+    // (round, the rounds it stands for)
+    std::vector<std::pair<int, int>> sampled;
+    const int strata = std::min(p - 1, kSampledRounds);
+    for (int i = 0; i < strata; ++i) {
+        const int lo = 1 + static_cast<int>(static_cast<int64_t>(i) * (p - 1) / strata);
+        const int hi = 1 + static_cast<int>(static_cast<int64_t>(i + 1) * (p - 1) / strata);
+        // 13 is prime, so over successive strata of any size but its
+        // multiples the offset takes every value.
+        sampled.push_back({lo + (i * 13) % (hi - lo), hi - lo});
+    }
     auto round = [&](int k) {
         std::vector<Flow> flows;
         for (int r = 0; r < p; ++r) flows.push_back({r, (r + k) % p, block});
         return flows;
     };
     std::vector<Flow> partners;
-    for (int k = 1; k < p; k += stride) {
+    for (const auto &[k, weight] : sampled) {
         const std::vector<Flow> flows = round(k);
         partners.insert(partners.end(), flows.begin(), flows.end());
     }
     RouteTable routes(t);
     routes.trace(partners); // one search per rank
     double us = 0;
-    for (int k = 1; k < p; k += stride) {
+    for (const auto &[k, weight] : sampled) {
         const FlowCost cost = concurrent(t, round(k), &routes);
-        us += std::min(stride, p - k) * (messages(block, chunk) * cost.latency_us + cost.transfer_us);
+        double per_round = pieces * cost.latency_us + cost.transfer_us;
+        if (!host) {
+            // The cycles of r -> r+k: gcd(p, k) of them, p / gcd long, each
+            // from its smallest rank.
+            double slowest = 0, mean_latency = 0;
+            const int cycles = std::gcd(p, k);
+            for (int start = 0; start < cycles; ++start) {
+                double latency = 0, gbps = kInfinity;
+                int n = 0;
+                for (int r = start; n == 0 || r != start; r = (r + k) % p, ++n) {
+                    const Route *route = routes.find(r, (r + k) % p);
+                    latency += route != nullptr ? route->latency_us : cost.latency_us;
+                    if (route != nullptr) gbps = std::min(gbps, route->gbps);
+                }
+                mean_latency = std::max(mean_latency, latency / n);
+                slowest = std::max(slowest, us_for(block / std::max(1.0, pieces), gbps));
+            }
+            per_round = std::max(mean_latency + cost.transfer_us, pieces * (mean_latency + slowest));
+        }
+        us += weight * per_round;
     }
     return host_lockstep(t, inputs, us);
 }
