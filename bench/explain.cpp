@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "check_data.hpp"
 #include "nnpccl_inspect.h"
 
 namespace nnpccl_bench {
@@ -101,8 +102,11 @@ bool check_algorithm_name(nnpccl_collective_t collective, const std::string &nam
 
 int explain_plans(const ExplainRequest &request) {
     const size_t elem = nnpccl_datatype_size(request.datatype);
-    const bool blockwise =
-        request.collective == NNPCCL_COLL_REDUCE_SCATTER || request.collective == NNPCCL_COLL_ALLGATHER;
+    // As the benchmark counts (and ccl-sim): a size is the whole buffer, of
+    // p blocks for the collectives whose count is a rank's block.
+    nnpccl_check::CallShape shape;
+    shape.collective = request.collective;
+    const bool blockwise = shape.blockwise();
     nnpccl_call_t call{};
     call.collective = request.collective;
     call.datatype = request.datatype;
