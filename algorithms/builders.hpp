@@ -36,13 +36,15 @@ Schedule build_halving_doubling(const CollectiveArgs &args);
 // collectives get a schedule without channels.
 Schedule build_double_binary_tree(const CollectiveArgs &args);
 
-// 2D torus allreduce on an x-by-y grid of ranks, grid[i + j*x] at (i, j)
-// (rank r at (r % x, r / x) without a grid): reduce-scatter along X,
-// allreduce along Y, allgather along X, and the same with Y and X swapped,
-// each both ways round the rings, on the channels torus2d_layout() gives.
-// Needs x*y == args.nranks and a grid holding every rank once. See
-// torus2d.cpp. Any other collective, or a grid that does not fit, gets a
-// schedule without channels.
+// 2D torus allreduce, reduce-scatter and allgather on an x-by-y grid of
+// ranks, grid[i + j*x] at (i, j) (rank r at (r % x, r / x) without a
+// grid). Allreduce: reduce-scatter along X, allreduce along Y, allgather
+// along X; reduce-scatter: along X, then Y; allgather: along Y, then X;
+// and the same with Y and X swapped, each both ways round the rings, on
+// the channels torus2d_layout() (torus2d_block_layout()) gives. Needs
+// x*y == args.nranks and a grid holding every rank once. See torus2d.cpp.
+// Any other collective, or a grid that does not fit, gets a schedule
+// without channels.
 constexpr size_t kTorus2dChannels = 8;
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y);
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid);
@@ -61,6 +63,9 @@ struct Torus2dChannel {
 // x-by-y grid in slices of up to x*y*chunk elements: the builder runs them
 // and the cost model times them, so both read the same layout.
 std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t chunk);
+// The same for reduce-scatter and allgather, whose `count` is one block's
+// and whose slices are of up to `chunk` elements of each block.
+std::vector<Torus2dChannel> torus2d_block_layout(size_t count, int x, int y, size_t chunk);
 
 // Hierarchical (two-level) schedules for ranks on several hosts, given as
 // the ranks of each host (Topology::host_groups(), at least two hosts):

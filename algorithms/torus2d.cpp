@@ -45,6 +45,33 @@
 //
 // Each element is reduced once, on its column ring, and copied from there:
 // all ranks hold the same bits.
+//
+// Reduce-scatter and allgather (BlockPhases), count m elements per block,
+// block r of rank r. A group is the b blocks of one column's ranks. Reduce-
+// scatter, X first: a ring reduce-scatter along each row whose pieces are
+// the groups (the rank at column i ends with its row's sum of group i),
+// then one along each column whose pieces are the group's blocks (the rank
+// ends with its own block's sum). Allgather: the mirror, the column's
+// blocks along the column, then whole groups along the rows. Y first: the
+// transposed grid. A group is b ranges of the send (receive) buffer, not
+// one: in slices of a chunk or more of each block every block's range goes
+// as its own messages (no copy); a smaller slice is packed, its blocks'
+// ranges copied to scratch group by group so that a message carries the
+// whole group (packs()), one message per hop where the ring would send b.
+// Partial sums wait in scratch, p·m elements.
+//
+// The share: an X-first channel sends (x-1)·y·m' elements on X ports and
+// (y-1)·m' on Y ports for its m' of each block, a Y-first one
+// (y-1)·x·m' on Y and (x-1)·m' on X. Equal X and Y loads,
+// (x-1)(y·f + 1-f) = (y-1)(f + x(1-f)), give the allreduce's
+// f = (xy-2x+1) / (2(x-1)(y-1)), and each port (p-1)/p·n/4: the bound.
+//
+//   reduce-scatter  per channel, per slice of m elements of each block,
+//                   (a-1)·q1 + (b-1)·q2 messages, q2 = ceil(m/C), q1 =
+//                   ceil(b·m/C) packed, b·q2 not (= (x+y-2)·α for small n
+//                   where the ring pays (p-1)·α)
+//                   + (p-1)/p·(n/4)·β per port + (p-1)/p·nγ  (n the send buffer)
+//   allgather       the same without γ (n the receive buffer)
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -204,6 +231,230 @@ void allreduce_on_grid(const ChannelGrid &grid, int rank, const Torus2dChannel &
     }
 }
 
+// One message of a reduce-scatter or allgather phase: this rank's copy of
+// its elements (`mine`: the operand it adds, or what it sends first) and
+// where they land (`out`: the partial or the result). `copy_mine`: an
+// allgather's first send also stores `mine` at `out`.
+struct Part {
+    BufRef mine;
+    BufRef out;
+    size_t count = 0;
+    bool copy_mine = false;
+};
+using Piece = std::vector<Part>; // the parts of one ring position, the same sizes at every position
+
+// A ring's reduce-scatter and allgather over pieces of several parts:
+// each part goes round the ring on its own, as the ring's chunks do
+// (hierarchical.cpp's host ring alike), so one message is in flight per
+// stream and two slots keep it moving.
+class PartRing {
+public:
+    PartRing(const RingPattern &ring, std::vector<Piece> pieces, std::vector<Step> &out)
+        : ring_(ring), pieces_(std::move(pieces)), steps_(out) {}
+
+    void reduce_scatter(bool finalize) {
+        const int p = ring_.size(), me = ring_.position();
+        for (size_t k = 0; k < pieces_.front().size(); ++k) {
+            add(kSend, part(me - 1, k).mine, {}, part(me - 1, k).count);
+            for (int s = 1; s <= p - 2; ++s) add(kRecv | kReduce | kSend, part(me - 1 - s, k).mine, {}, part(me - 1 - s, k).count);
+            const Part &last = part(me, k);
+            add(kRecv | kReduce | kStore, last.mine, last.out, last.count, finalize);
+        }
+    }
+    void allgather() {
+        const int p = ring_.size(), me = ring_.position();
+        for (size_t k = 0; k < pieces_.front().size(); ++k) {
+            const Part &own = part(me, k);
+            add(static_cast<uint8_t>(kSend | (own.copy_mine ? kStore : 0)), own.mine, own.out, own.count);
+            for (int s = 1; s <= p - 2; ++s) add(kRecv | kStore | kSend, {}, part(me - s, k).out, part(me - s, k).count);
+            add(kRecv | kStore, {}, part(me + 1, k).out, part(me + 1, k).count);
+        }
+    }
+
+private:
+    const Part &part(int pos, size_t k) const { return pieces_[static_cast<size_t>(wrap(pos, ring_.size()))][k]; }
+    void add(uint8_t flags, BufRef src, BufRef dst, size_t count, bool finalize = false) {
+        steps_.add(flags, ring_.prev(), ring_.next(), src, dst, count, finalize);
+    }
+    const RingPattern &ring_;
+    std::vector<Piece> pieces_;
+    StepList steps_;
+};
+
+// Whether a slice of `slice` elements of each block travels its first
+// dimension packed: its b blocks' parts one after another in scratch, so
+// that a message carries all of them (ceil(b·slice / C) messages per hop
+// instead of b·ceil(slice / C)). Packing costs a copy of the slice of
+// every block, so only where it saves messages: small slices, where the
+// hops' α is the time.
+bool packs(size_t slice, int b, size_t chunk) {
+    const auto blocks = static_cast<size_t>(b);
+    return b > 1 && balanced_pieces(blocks * slice, chunk) < blocks * balanced_pieces(slice, chunk);
+}
+
+// A channel's slices of its elements of each block: the short lead one
+// (the second channel of a pair), then slices of at most a chunk: one
+// slice below a chunk of each block (packed, x+y-2 messages where it fits
+// one), which ran faster in ccl-sim than slices of a chunk of a group,
+// whose second-dimension messages are b times more.
+std::vector<ElemRange> block_slices(const Torus2dChannel &channel, size_t chunk) {
+    std::vector<ElemRange> slices;
+    const size_t end = channel.begin + channel.count, rest = channel.begin + channel.lead;
+    if (channel.lead > 0) slices.push_back(ElemRange{channel.begin, rest});
+    for (const ElemRange &s : chunked(rest, end, chunk)) slices.push_back(s);
+    return slices;
+}
+
+// Reduce-scatter and allgather of one channel's elements [begin, end) of
+// every block (block b of the send, or receive, buffer at b·count) on
+// `grid`: a group is the b blocks of the ranks of one column (first
+// coordinate i), the blocks that column's ring reduces or gathers; the
+// rows move whole groups. For slice [sb, se) of m elements, block (i, j)'s
+// part sits in scratch at p·sb + (i·b + j)·m: the slices of all channels
+// tile p·count elements, and a group's parts are one range.
+class BlockPhases {
+public:
+    BlockPhases(const ChannelGrid &grid, const CollectiveArgs &args, size_t chunk, std::vector<Step> &out)
+        : grid_(grid), args_(args), chunk_(chunk), out_(out) {
+        const auto here = std::find(grid.rank_at.begin(), grid.rank_at.end(), args.rank) - grid.rank_at.begin();
+        i_ = static_cast<int>(here) % grid.width;
+        j_ = static_cast<int>(here) / grid.width;
+    }
+
+    void reduce_scatter(const ElemRange &slice) {
+        const int a = grid_.width, b = grid_.height;
+        const bool packed = a > 1 && packs(slice.size(), b, chunk_);
+        if (a == 1 && b == 1) {
+            StepList(out_).add(kStore, -1, -1, block(args_.rank, slice.begin), BufRef{Buf::Recv, slice.begin},
+                               slice.size(), true);
+            return;
+        }
+        if (packed)
+            for (int i = 0; i < a; ++i)
+                for (int j = 0; j < b; ++j)
+                    StepList(out_).add(kStore, -1, -1, block(grid_.at(i, j), slice.begin), scratch(slice, i, j, slice.begin),
+                                       slice.size());
+        // Along the first dimension: the rank at i ends with its row's sum
+        // of group i, in scratch (the receive buffer when the group is one block).
+        if (a > 1) {
+            std::vector<Piece> groups;
+            for (int i = 0; i < a; ++i) {
+                Piece piece;
+                if (packed) {
+                    const size_t first = scratch(slice, i, 0, slice.begin).offset;
+                    for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
+                        piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
+                } else {
+                    for (int j = 0; j < b; ++j)
+                        for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
+                            piece.push_back({block(grid_.at(i, j), r.begin),
+                                             b > 1 ? scratch(slice, i, j, r.begin) : BufRef{Buf::Recv, r.begin},
+                                             r.size()});
+                }
+                groups.push_back(std::move(piece));
+            }
+            const RingPattern row(grid_.row(j_, reversed_), args_.rank);
+            PartRing(row, by_position(std::move(groups)), out_).reduce_scatter(b == 1);
+        }
+        // Along the second: the column's ring sums each block's row partials into its rank.
+        if (b > 1) {
+            std::vector<Piece> blocks;
+            for (int j = 0; j < b; ++j) {
+                Piece piece;
+                for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
+                    piece.push_back({a > 1 ? scratch(slice, i_, j, r.begin) : block(grid_.at(i_, j), r.begin),
+                                     BufRef{Buf::Recv, r.begin}, r.size()});
+                blocks.push_back(std::move(piece));
+            }
+            const RingPattern column(grid_.column(i_, reversed_), args_.rank);
+            PartRing(column, by_position(std::move(blocks)), out_).reduce_scatter(true);
+        }
+    }
+
+    void allgather(const ElemRange &slice) {
+        const int a = grid_.width, b = grid_.height;
+        const bool packed = a > 1 && packs(slice.size(), b, chunk_);
+        const bool in_place = args_.in_place;
+        if (a == 1 && b == 1) {
+            if (!in_place)
+                StepList(out_).add(kStore, -1, -1, BufRef{Buf::Send, slice.begin}, gathered(args_.rank, slice.begin),
+                                   slice.size());
+            return;
+        }
+        // Where block (i, j)'s part lands first: scratch when packed, else its place in the receive buffer.
+        auto landing = [&](int i, int j, size_t e) {
+            return packed ? scratch(slice, i, j, e) : gathered(grid_.at(i, j), e);
+        };
+        // Along the second dimension: the column's blocks, this rank's from its send buffer.
+        if (b > 1) {
+            std::vector<Piece> blocks;
+            for (int j = 0; j < b; ++j) {
+                Piece piece;
+                for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
+                    piece.push_back({BufRef{Buf::Send, r.begin}, landing(i_, j, r.begin), r.size(), packed || !in_place});
+                blocks.push_back(std::move(piece));
+            }
+            const RingPattern column(grid_.column(i_, reversed_), args_.rank);
+            PartRing(column, by_position(std::move(blocks)), out_).allgather();
+        }
+        // Along the first: whole groups.
+        if (a > 1) {
+            std::vector<Piece> groups;
+            for (int i = 0; i < a; ++i) {
+                Piece piece;
+                if (packed) {
+                    const size_t first = scratch(slice, i, 0, slice.begin).offset;
+                    for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
+                        piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
+                } else {
+                    for (int j = 0; j < b; ++j)
+                        for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_)) {
+                            // The rank's own block is in its send buffer still when no column went first.
+                            const bool own = b == 1 && i == i_;
+                            piece.push_back({own ? BufRef{Buf::Send, r.begin} : landing(i, j, r.begin),
+                                             landing(i, j, r.begin), r.size(), own && !in_place});
+                        }
+                }
+                groups.push_back(std::move(piece));
+            }
+            const RingPattern row(grid_.row(j_, reversed_), args_.rank);
+            PartRing(row, by_position(std::move(groups)), out_).allgather();
+        }
+        if (packed)
+            for (int i = 0; i < a; ++i)
+                for (int j = 0; j < b; ++j)
+                    if (!(in_place && grid_.at(i, j) == args_.rank))
+                        StepList(out_).add(kStore, -1, -1, scratch(slice, i, j, slice.begin),
+                                           gathered(grid_.at(i, j), slice.begin), slice.size());
+    }
+
+    void set_reversed(bool reversed) { reversed_ = reversed; }
+
+private:
+    // Pieces by coordinate as pieces by ring position: a reversed ring
+    // runs through the coordinates from the last.
+    std::vector<Piece> by_position(std::vector<Piece> pieces) const {
+        if (reversed_) std::reverse(pieces.begin(), pieces.end());
+        return pieces;
+    }
+    BufRef block(int owner, size_t e) const { return BufRef{Buf::Send, static_cast<size_t>(owner) * args_.count + e}; }
+    BufRef gathered(int owner, size_t e) const {
+        return BufRef{Buf::Recv, static_cast<size_t>(owner) * args_.count + e};
+    }
+    BufRef scratch(const ElemRange &slice, int i, int j, size_t e) const {
+        const auto p = static_cast<size_t>(args_.nranks);
+        const size_t group = static_cast<size_t>(i) * static_cast<size_t>(grid_.height) + static_cast<size_t>(j);
+        return BufRef{Buf::Scratch, p * slice.begin + group * slice.size() + (e - slice.begin)};
+    }
+
+    const ChannelGrid &grid_;
+    const CollectiveArgs &args_;
+    size_t chunk_;
+    std::vector<Step> &out_;
+    int i_ = 0, j_ = 0;
+    bool reversed_ = false;
+};
+
 bool is_permutation_of_ranks(const std::vector<int> &grid, int nranks) {
     std::vector<char> seen(static_cast<size_t>(nranks), 0);
     for (int r : grid) {
@@ -215,16 +466,19 @@ bool is_permutation_of_ranks(const std::vector<int> &grid, int nranks) {
 
 } // namespace
 
-std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t chunk) {
+namespace {
+
+// The channels of `count` elements in slices of up to `slice`.
+std::vector<Torus2dChannel> layout_in_slices(size_t count, int x, int y, size_t slice) {
     // The share of the X-first channels that loads X and Y ports alike:
     // f·2(x-1)/x + (1-f)·2(x-1)/(xy) = f·2(y-1)/(xy) + (1-f)·2(y-1)/y.
+    // (Reduce-scatter and allgather carry half of each side: the same f.)
     size_t num = 1, den = 2;
     if (x > 1 && y > 1) {
         num = static_cast<size_t>(x * y - 2 * x + 1);
         den = 2 * static_cast<size_t>(x - 1) * static_cast<size_t>(y - 1);
     }
     const size_t x_first = count / den * num + count % den * num / den;
-    const size_t slice = std::max<size_t>(1, chunk) * static_cast<size_t>(x) * static_cast<size_t>(y);
     std::vector<Torus2dChannel> layout;
     for (size_t c = 0; c < kTorus2dChannels; ++c) {
         Torus2dChannel ch;
@@ -240,19 +494,51 @@ std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t ch
     return layout;
 }
 
+} // namespace
+
+std::vector<Torus2dChannel> torus2d_layout(size_t count, int x, int y, size_t chunk) {
+    return layout_in_slices(count, x, y, std::max<size_t>(1, chunk) * static_cast<size_t>(x) * static_cast<size_t>(y));
+}
+
+std::vector<Torus2dChannel> torus2d_block_layout(size_t count, int x, int y, size_t chunk) {
+    return layout_in_slices(count, x, y, std::max<size_t>(1, chunk));
+}
+
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid) {
     Schedule sched;
     sched.algorithm = "torus2d";
-    if (args.collective != Collective::Allreduce || x < 1 || y < 1 || x * y != args.nranks ||
+    const bool block_wise = args.collective == Collective::ReduceScatter || args.collective == Collective::Allgather;
+    if ((args.collective != Collective::Allreduce && !block_wise) || x < 1 || y < 1 || x * y != args.nranks ||
         !is_permutation_of_ranks(grid, args.nranks))
         return sched; // not served: see builders.hpp
     const size_t chunk = std::max<size_t>(1, args.chunk_elems);
     const ChannelGrid by_rows{x, y, grid};
     const ChannelGrid by_columns = by_rows.transposed();
-    const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, x, y, chunk);
+    if (!block_wise) {
+        const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, x, y, chunk);
+        sched.channels.resize(layout.size());
+        for (size_t c = 0; c < layout.size(); ++c)
+            allreduce_on_grid(layout[c].x_first ? by_rows : by_columns, args.rank, layout[c], chunk, sched.channels[c]);
+        return sched;
+    }
+    const std::vector<Torus2dChannel> layout = torus2d_block_layout(args.count, x, y, chunk);
     sched.channels.resize(layout.size());
-    for (size_t c = 0; c < layout.size(); ++c)
-        allreduce_on_grid(layout[c].x_first ? by_rows : by_columns, args.rank, layout[c], chunk, sched.channels[c]);
+    for (size_t c = 0; c < layout.size(); ++c) {
+        BlockPhases phases(layout[c].x_first ? by_rows : by_columns, args, chunk, sched.channels[c]);
+        phases.set_reversed(layout[c].reversed);
+        for (const ElemRange &slice : block_slices(layout[c], chunk)) {
+            if (args.collective == Collective::ReduceScatter)
+                phases.reduce_scatter(slice);
+            else
+                phases.allgather(slice);
+        }
+    }
+    // Scratch holds partial sums, and packed slices: p·count elements
+    // where any step uses it (BlockPhases).
+    for (const auto &channel : sched.channels)
+        for (const Step &step : channel)
+            if (step.src.buf == Buf::Scratch || step.dst.buf == Buf::Scratch)
+                sched.scratch_elems = args.count * static_cast<size_t>(args.nranks);
     return sched;
 }
 
@@ -268,10 +554,13 @@ namespace {
 
 // 2D torus (torus2d.cpp): the channels of torus2d_layout(), each a chain of
 // messages on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()):
-// per slice of E elements t(a-1) messages of E/(t·a) along the first
-// dimension, 2(b-1) of E/(a·b) along the second, t(a-1) along the first
-// again. The ports take the latency and bandwidth of the grid's first row
-// and column.
+// allreduce, per slice of E elements t(a-1) messages of E/(t·a) along the
+// first dimension, 2(b-1) of E/(a·b) along the second, t(a-1) along the
+// first again; reduce-scatter, per slice of m elements of each block, q1(a-1)
+// messages of b·m/q1 along the first and q2(b-1) of m/q2 along the second
+// (allgather the other way round), q2 = ceil(m/C), q1 = ceil(b·m/C) packed,
+// b·q2 not (packs()). The ports take the latency and bandwidth of the
+// grid's first row and column.
 double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     const RankGrid *grid = t.torus();
@@ -287,8 +576,10 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
                                       along_y.bottleneck_gbps};
     const std::vector<double> latency = {along_x.hop_latency_us, along_x.hop_latency_us, along_y.hop_latency_us,
                                          along_y.hop_latency_us};
-    const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, grid->x, grid->y, chunk);
-    const size_t slice_elems = chunk * static_cast<size_t>(p);
+    const bool block_wise = args.collective != Collective::Allreduce;
+    const std::vector<Torus2dChannel> layout = block_wise ? torus2d_block_layout(args.count, grid->x, grid->y, chunk)
+                                                          : torus2d_layout(args.count, grid->x, grid->y, chunk);
+    const size_t slice_elems = block_wise ? chunk : chunk * static_cast<size_t>(p);
     // Per channel: its full slices after the lead one, and their size.
     std::vector<size_t> full(layout.size());
     double most = 0;
@@ -304,7 +595,28 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
             const int a = ch.x_first ? grid->x : grid->y, b = ch.x_first ? grid->y : grid->x;
             const int first = ch.x_first ? (ch.reversed ? XBackward : XForward) : (ch.reversed ? YBackward : YForward);
             const int second = ch.x_first ? (ch.reversed ? YBackward : YForward) : (ch.reversed ? XBackward : XForward);
+            auto add_block_slice = [&](double m) {
+                const double q2 = messages(m, static_cast<double>(chunk));
+                const bool packed = a > 1 && packs(static_cast<size_t>(std::llround(m)), b, chunk);
+                const double q1 = packed ? messages(b * m, static_cast<double>(chunk)) : b * q2;
+                const auto along_first = static_cast<size_t>(q1) * static_cast<size_t>(a - 1);
+                const auto along_second = static_cast<size_t>(q2) * static_cast<size_t>(b - 1);
+                const PortMessage group_piece{first, q1 > 0 ? b * m * elem / q1 : 0};
+                const PortMessage block_piece{second, q2 > 0 ? m * elem / q2 : 0};
+                auto &out = channels[c];
+                if (args.collective == Collective::ReduceScatter) {
+                    out.insert(out.end(), along_first, group_piece);
+                    out.insert(out.end(), along_second, block_piece);
+                } else {
+                    out.insert(out.end(), along_second, block_piece);
+                    out.insert(out.end(), along_first, group_piece);
+                }
+            };
             auto add_slice = [&](double elems) {
+                if (block_wise) {
+                    add_block_slice(elems);
+                    return;
+                }
                 const size_t row_slices = smallest_divisor_at_least(b, messages(elems, static_cast<double>(a) * chunk));
                 const size_t along_first = row_slices * static_cast<size_t>(a - 1), along_second = 2 * static_cast<size_t>(b - 1);
                 const PortMessage row_piece{first, elems * elem / static_cast<double>(row_slices * static_cast<size_t>(a))};
@@ -330,7 +642,8 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
         const double many = simulate(simulated / most), half = simulate(simulated / 2 / most);
         transfer = many + (most - simulated) * (many - half) / (simulated / 2);
     }
-    return with_reduction(t, inputs, args.elem_size, transfer, (p - 1.0) / p * total);
+    const bool reduced = args.collective != Collective::Allgather;
+    return with_reduction(t, inputs, args.elem_size, transfer, reduced ? (p - 1.0) / p * total : 0.0);
 }
 
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
@@ -357,9 +670,10 @@ const AlgorithmInfo &torus2d_algorithm() {
     static const AlgorithmInfo info{
         "torus2d",
         "rings along X, then Y, then X, and along Y, X, Y on the transposed grid, both directions, two channels "
-        "each (eight): 2(x+y-2) steps instead of the ring's 2(p-1)",
+        "each (eight): 2(x+y-2) steps instead of the ring's 2(p-1); reduce-scatter along X then Y, allgather Y then X: "
+        "x+y-2 steps instead of p-1",
         "a 2D torus whose rank grid x*y holds every rank (torus:XxY, nnpt-pod32, nnpt-pod1024)",
-        {Collective::Allreduce},
+        {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather},
         build_on,
         applies_on,
         predict_torus2d_us,
