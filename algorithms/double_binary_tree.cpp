@@ -116,13 +116,18 @@ Schedule build_double_binary_tree(const CollectiveArgs &args) {
         } else if (coll == Collective::Broadcast) {
             for (const ElemRange &c : chunks) channel.broadcast_down(c, Buf::Send, !args.in_place);
         } else {
-            // Chunk j goes down `lag` reductions after it went up, on every
-            // rank alike: each step then waits only for steps of earlier
-            // chunks (or the same chunk nearer the leaves going up, nearer
-            // the top going down), so no slot count can deadlock it, and a
-            // lag of twice the height keeps ranks from waiting on the way
-            // back while the way up has work.
-            const size_t lag = 2 * static_cast<size_t>(tree.height());
+            // A rank at depth d sends chunk j - 2d down right after chunk j
+            // up: chunk j reaches the top d steps after it left this rank,
+            // goes straight down (the top's lag is 0) and is back d steps
+            // later, so chunk j - 2d is here just when it is wanted, and the
+            // way up never waits for the way down (a lag of 2h everywhere
+            // made the top hold every chunk for 2h steps, and each chunk
+            // cost the deepest rank's round trip). Every step waits only for
+            // steps its peers take earlier in their own order (chunk j up
+            // needs the children's chunk j up; chunk j down needs the
+            // parent's, which it sends after chunk j + 2d - 2 up), so no
+            // slot count can deadlock it; a stream holds about two chunks.
+            const size_t lag = 2 * static_cast<size_t>(tree.depth());
             for (size_t j = 0; j < chunks.size() + lag; ++j) {
                 if (j < chunks.size()) channel.reduce_up(chunks[j], partial);
                 if (j >= lag) channel.broadcast_down(chunks[j - lag], Buf::Recv, false);
@@ -151,12 +156,11 @@ namespace {
 // chunks behind the first follow at the slowest edge's pace t, or as the
 // busiest link lets them, T a stage:
 //   broadcast, reduce    P(k) = max(W + (k - 1)·t, L + k·T)
-// Allreduce's builder sends chunk j - 2h down after chunk j came up, on
-// one channel per tree: up to 2h chunks go up, then come down, P_up + P_down;
-// beyond, a leaf sends chunk j + 1 only after chunk j reached the top and
-// chunk j - 2h came back, the round trip R of the deepest rank:
-//   allreduce            P_up(k) + P_down(k)                              k <= 2h + 1
-//                        (k - 2h - 1)·R + P_up(2h + 1) + P_down(2h + 1)   k > 2h + 1
+// Allreduce's builder sends a chunk down from each rank as soon as it
+// comes back from the top, so the first chunk goes all the way up and down
+// and the others follow with both directions under way, T_both a stage of
+// every edge up and down at once:
+//   allreduce            max(W_up + W_down + (k - 1)·t, L_up + L_down + k·T_both)
 // On the host α is the rank's own work, paid for every message, the edges
 // all cost the same and rounds run in lockstep:
 //   allreduce            (2h + k - 1)·(α + T)
@@ -222,7 +226,6 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
         double us = 0, latency_us = 0, edge_us = 0;
     };
     Way ways[2]; // up, down
-    double round_trip = 0;
     for (int which = 0; which < 2; ++which) {
         const std::vector<int> &parent = parents[which];
         std::vector<Way> to_top[2];
@@ -253,7 +256,6 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
                 ways[dir].us = std::max(ways[dir].us, to_top[dir][at_r].us);
                 ways[dir].latency_us = std::max(ways[dir].latency_us, to_top[dir][at_r].latency_us);
             }
-            round_trip = std::max(round_trip, to_top[0][at_r].us + to_top[1][at_r].us);
         }
     }
     // k chunks down (or up) the trees: the first one's way and the others
@@ -268,8 +270,11 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
     const double k = std::max(1.0, pieces);
     double transfer = pipeline(0, k) + pipeline(1, k);
     if (allreduce) {
-        const double lag = 2.0 * height;
-        if (k > lag) transfer = (k - lag - 1) * round_trip + pipeline(0, lag + 1) + pipeline(1, lag + 1);
+        // The first chunk's way up and back down, the others behind it with
+        // both directions under way at once.
+        const double pace = std::max(ways[0].edge_us, ways[1].edge_us);
+        transfer = std::max(ways[0].us + ways[1].us + (k - 1) * pace,
+                            ways[0].latency_us + ways[1].latency_us + k * cost.transfer_us);
     }
     return with_reduction(t, inputs, args.elem_size, transfer, reduced);
 }

@@ -60,6 +60,7 @@ DoubleTreePattern::DoubleTreePattern(int nranks, int root, int which, int rank) 
         int depth = 0;
         for (int up = parent_of[static_cast<size_t>(r)]; up >= 0; up = parent_of[static_cast<size_t>(up)]) ++depth;
         height_ = std::max(height_, depth);
+        if (r == rank) depth_ = depth;
         if (parent_of[static_cast<size_t>(r)] == rank) children_.push_back(r);
     }
     parent_ = parent_of[static_cast<size_t>(rank)];

@@ -107,11 +107,14 @@ public:
     const std::vector<int> &children() const { return children_; }
     // Edges on the longest path from the top to a leaf; the same on every rank.
     int height() const { return height_; }
+    // Edges from this rank up to the top.
+    int depth() const { return depth_; }
 
 private:
     int parent_ = -1;
     std::vector<int> children_;
     int height_ = 0;
+    int depth_ = 0;
 };
 
 // An x-by-y torus of ranks, rank r at (r % x, r / x): the ring along X
