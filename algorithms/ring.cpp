@@ -216,7 +216,7 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     const double share = total / static_cast<double>(channels.size());
     std::vector<Flow> flows;
     // Per channel, its messages' α and its bytes' time on the critical path.
-    double slowest_channel = 0, slowest_bytes = 0, every_alpha = 0;
+    double slowest_channel = 0, slowest_bytes = 0, every_alpha = 0, critical_reduce = 0;
     const bool chain = args.collective == Collective::Broadcast || args.collective == Collective::Reduce;
     const bool host = t.machine().shape() == Shape::Flat;
     for (const Channel &channel : channels) {
@@ -255,7 +255,15 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
             break;
         }
         }
-        slowest_channel = std::max(slowest_channel, alpha_us + bytes_us);
+        // On NNP-T a reduce-scatter step sends only what it has reduced, so
+        // the chunk's reduction is on the channel's critical path, step
+        // after step, not overlapped with its transfer (the host's γ is
+        // added whole below).
+        double reduce_us = 0;
+        if (!host && (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter))
+            reduce_us = with_reduction(t, inputs, args.elem_size, 0, (p - 1.0) / p * share);
+        critical_reduce = std::max(critical_reduce, reduce_us);
+        slowest_channel = std::max(slowest_channel, alpha_us + bytes_us + reduce_us);
         slowest_bytes = std::max(slowest_bytes, bytes_us);
         every_alpha += alpha_us;
         for (int i = 0; i < p; ++i) {
@@ -269,7 +277,7 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     // A chain's piece moves one hop at a time: its α do not wait their turn.
     const double host_alpha = chain ? every_alpha : host_lockstep(t, inputs, every_alpha);
     const double transfer = t.machine().shape() == Shape::Flat ? host_alpha + std::max(slowest_bytes, through_links)
-                                                               : std::max(slowest_channel, through_links);
+                                                               : std::max(slowest_channel, through_links + critical_reduce);
     double reduced = 0;
     if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
         reduced = (p - 1.0) / p * total;
