@@ -121,7 +121,7 @@ Status ShmTransport::fit_slots(int local_ranks, int channels, const ShmOptions &
                                     options.bytes, local_ranks, channels, fit, slot_bytes, (least + (1 << 20) - 1) >> 20);
         LOG_INFO("shm: %d local ranks need %zu MiB of queues per rank even at %d slots, more than the default %zu "
                  "MiB; NNPCCL_SHM_BYTES with a smaller NNPCCL_CHUNK_SIZE bounds it",
-                 local_ranks, least >> 20, fit, options.bytes >> 20);
+                 local_ranks, (least + (1 << 20) - 1) >> 20, fit, options.bytes >> 20);
     }
     *slots = fit;
     return Status::ok();
