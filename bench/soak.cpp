@@ -148,18 +148,34 @@ int run_soak(nnpccl_comm_t comm, int rank, int nranks, double seconds, size_t ma
     bool go_on = true;
     while (go_on) {
         nnpccl_check::CallShape s;
-        s.collective = colls[rng() % std::size(colls)];
         s.rank = rank;
         s.nranks = nranks;
-        s.dt = static_cast<nnpccl_datatype_t>(rng() % NNPCCL_NUM_DATATYPES);
-        s.op = static_cast<nnpccl_redop_t>(rng() % NNPCCL_NUM_OPS);
-        s.root = static_cast<int>(rng() % static_cast<uint64_t>(nranks));
-        s.in_place = rng() % 2 == 0;
+        if (ops < 2 * std::size(colls)) {
+            // First each collective once at the largest size, out of place
+            // and in place: scratch and caches reach their largest before
+            // half time, so that growth after it is a leak, and the peak
+            // (VmHWM) is that of the largest calls.
+            s.collective = colls[ops / 2];
+            s.dt = NNPCCL_FLOAT32;
+            s.op = NNPCCL_SUM;
+            s.root = 0;
+            s.in_place = ops % 2 == 1;
+        } else {
+            s.collective = colls[rng() % std::size(colls)];
+            s.dt = static_cast<nnpccl_datatype_t>(rng() % NNPCCL_NUM_DATATYPES);
+            s.op = static_cast<nnpccl_redop_t>(rng() % NNPCCL_NUM_OPS);
+            s.root = static_cast<int>(rng() % static_cast<uint64_t>(nranks));
+            s.in_place = rng() % 2 == 0;
+        }
         const size_t es = nnpccl_datatype_size(s.dt);
-        // Log-uniform sizes from one element to max_bytes in all, and some empty calls.
         const size_t most = std::max<size_t>(1, max_bytes / es / (s.blockwise() ? static_cast<size_t>(nranks) : 1));
-        double exponent = std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(most)))(rng);
-        s.count = rng() % 16 == 0 ? 0 : std::min(most, static_cast<size_t>(std::exp2(exponent)));
+        if (ops < 2 * std::size(colls)) {
+            s.count = most;
+        } else {
+            // Log-uniform sizes from one element to max_bytes in all, and some empty calls.
+            double exponent = std::uniform_real_distribution<double>(0, std::log2(static_cast<double>(most)))(rng);
+            s.count = rng() % 16 == 0 ? 0 : std::min(most, static_cast<size_t>(std::exp2(exponent)));
+        }
         const void *sp = nullptr;
         void *rp = nullptr;
         nnpccl_check::lay_out(s, send.data(), recv.data(), &sp, &rp);
