@@ -16,10 +16,21 @@
 // message that its receiver has not yet reached. A block larger than a
 // chunk costs one α per chunk, most of it hidden by the chunk in flight.
 //
-// In place (send == recv, as MPI_IN_PLACE; NCCL has no in-place alltoall)
-// the blocks for the other ranks are first copied to scratch, because
-// pairwise receives block r-k in round k but sends it only in round p-k:
-// (p-1)·m more bytes of memcpy and p·count elements of scratch.
+// In place (send == recv, as MPI_IN_PLACE; NCCL has no in-place alltoall):
+// - direct first copies the blocks for the other ranks to scratch, p·count
+//   elements: it receives chunk c of a block where it sent chunk c from,
+//   and a transport that sends from the user's memory (sends_in_place)
+//   keeps that place busy until the peer has taken the chunk, which the
+//   peer does only once its own send to us has been taken: each would wait
+//   for the other.
+// - pairwise pairs the ranks symmetrically instead (round k of a
+//   1-factorization: r and k - r mod p-1, the rank left over with p-1, for
+//   even p; r and k - r mod p, one rank idle, for odd p), so a rank sends
+//   block j to j and receives j's block into the same place, p-1 rounds (p
+//   for odd p). Each chunk is copied to one of two chunks of scratch and
+//   sent from there, for the reason above: (p-1)·m bytes of memcpy as
+//   before, but two chunks of scratch where it held a copy of the whole
+//   call (64 MiB resident at 64 MiB).
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -43,14 +54,15 @@ public:
     }
 
     // Our own block goes straight across (or stays, in place), and in place
-    // the others' are staged where the sends will read them.
-    void prepare() {
+    // direct stages the others' where its sends will read them.
+    void prepare(bool stage) {
         StepList steps(sched_.channels[0]);
         const size_t mine = block_begin(args_.rank), end = block_begin(args_.nranks);
         if (!args_.in_place) {
             steps.add(kStore, -1, -1, BufRef{Buf::Send, mine}, BufRef{Buf::Recv, mine}, args_.count);
             return;
         }
+        if (!stage) return;
         sched_.scratch_elems = end;
         outgoing_ = Buf::Scratch;
         steps.add(kStore, -1, -1, BufRef{Buf::Send, 0}, BufRef{Buf::Scratch, 0}, mine);
@@ -60,6 +72,24 @@ public:
 
     void pairwise() {
         StepList steps(sched_.channels[0]);
+        if (args_.in_place) {
+            const int p = args_.nranks, rounds = p % 2 == 0 ? p - 1 : p;
+            sched_.scratch_elems = 2 * chunk_;
+            size_t bounce = 0;
+            for (int k = 0; k < rounds; ++k) {
+                const int with = exchange_partner(k);
+                if (with < 0) continue;
+                // Copy out, send, then receive into the place just copied from.
+                for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
+                    const BufRef place{Buf::Recv, block_begin(with) + c.begin}, copy{Buf::Scratch, bounce * chunk_};
+                    steps.add(kStore, -1, -1, place, copy, c.size());
+                    steps.add(kSend, -1, with, copy, {}, c.size());
+                    steps.add(kRecv | kStore, with, -1, {}, place, c.size());
+                    bounce ^= 1;
+                }
+            }
+            return;
+        }
         for (int k = 1; k < args_.nranks; ++k) {
             const int to = peer(k), from = peer(-k);
             const std::vector<ElemRange> pieces = chunked(0, args_.count, chunk_);
@@ -87,6 +117,19 @@ public:
 
 private:
     int peer(int offset) const { return ((args_.rank + offset) % args_.nranks + args_.nranks) % args_.nranks; }
+    // This rank's partner in round k of the in-place pairing (header), -1
+    // when it sits the round out; the partner's partner is this rank.
+    int exchange_partner(int k) const {
+        const int p = args_.nranks, r = args_.rank;
+        if (p % 2 != 0) {
+            const int with = ((k - r) % p + p) % p;
+            return with == r ? -1 : with;
+        }
+        const int m = p - 1; // odd, so 2 has an inverse mod m: (m + 1) / 2
+        if (r == m) return static_cast<int>(static_cast<int64_t>(k) * ((m + 1) / 2) % m);
+        const int with = ((k - r) % m + m) % m;
+        return with == r ? m : with;
+    }
     size_t block_begin(int rank) const { return static_cast<size_t>(rank) * args_.count; }
 
     const CollectiveArgs &args_;
@@ -102,7 +145,7 @@ Schedule build_pairwise_alltoall(const CollectiveArgs &args) {
     sched.algorithm = "pairwise";
     if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
     Alltoall alltoall(args, sched);
-    alltoall.prepare();
+    alltoall.prepare(false);
     alltoall.pairwise();
     return sched;
 }
@@ -112,7 +155,7 @@ Schedule build_direct_alltoall(const CollectiveArgs &args) {
     sched.algorithm = "direct";
     if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
     Alltoall alltoall(args, sched);
-    alltoall.prepare();
+    alltoall.prepare(true);
     alltoall.direct();
     return sched;
 }

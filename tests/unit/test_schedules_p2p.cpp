@@ -9,6 +9,7 @@
 // schedules.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
@@ -21,7 +22,7 @@ using namespace schedule_sim;
 
 namespace {
 
-const int kRankCounts[] = {1, 2, 3, 4, 5, 7, 8};
+const int kRankCounts[] = {1, 2, 3, 4, 5, 6, 7, 8};
 const size_t kCounts[] = {0, 1, 97, 1000};
 const size_t kChunks[] = {3, 64};
 const nnpccl_datatype_t kTypes[] = {NNPCCL_FLOAT32, NNPCCL_INT8};
@@ -197,13 +198,44 @@ TEST_CASE("direct alltoall sends a chunk to every peer before it receives one", 
     CHECK(peers == expected);
 }
 
-TEST_CASE("in-place alltoall stages the other ranks' blocks in scratch", "[schedules][p2p]") {
+TEST_CASE("in-place direct alltoall stages the other ranks' blocks in scratch", "[schedules][p2p]") {
     CollectiveArgs args = args_for(Collective::Alltoall, 4, 2, 10, 4);
     args.in_place = true;
-    for (const Schedule &s : {build_pairwise_alltoall(args), build_direct_alltoall(args)}) {
-        CHECK(s.scratch_elems == 40);
-        for (const Step &step : s.channels.at(0))
-            if (step.has(kSend)) CHECK(step.src.buf == Buf::Scratch);
+    const Schedule s = build_direct_alltoall(args);
+    CHECK(s.scratch_elems == 40);
+    for (const Step &step : s.channels.at(0))
+        if (step.has(kSend)) CHECK(step.src.buf == Buf::Scratch);
+}
+
+// In place, pairwise holds two chunks of scratch, not a copy of the call:
+// each round a rank swaps one block with one partner, whose partner it is.
+TEST_CASE("in-place pairwise alltoall swaps blocks with one partner a round", "[schedules][p2p]") {
+    for (int p = 2; p <= 9; ++p) {
+        std::vector<std::vector<int>> partners(static_cast<size_t>(p));
+        for (int r = 0; r < p; ++r) {
+            INFO("p " << p << " rank " << r);
+            CollectiveArgs args = args_for(Collective::Alltoall, p, r, 10, 4);
+            args.in_place = true;
+            const Schedule s = build_pairwise_alltoall(args);
+            CHECK(s.scratch_elems == 8);
+            std::vector<int> &mine = partners[static_cast<size_t>(r)];
+            for (const Step &step : s.channels.at(0)) {
+                if (step.has(kSend)) {
+                    CHECK(step.src.buf == Buf::Scratch);
+                    if (mine.empty() || mine.back() != step.send_peer) mine.push_back(step.send_peer);
+                }
+                if (step.has(kRecv)) CHECK(step.recv_peer == mine.back());
+            }
+            std::vector<int> sorted = mine, others;
+            std::sort(sorted.begin(), sorted.end());
+            for (int q = 0; q < p; ++q)
+                if (q != r) others.push_back(q);
+            CHECK(sorted == others);
+        }
+        if (p % 2 == 0) // every rank busy every round: round i pairs r with its partner's partner
+            for (int r = 0; r < p; ++r)
+                for (size_t i = 0; i < partners[static_cast<size_t>(r)].size(); ++i)
+                    CHECK(partners[static_cast<size_t>(partners[static_cast<size_t>(r)][i])][i] == r);
     }
 }
 
