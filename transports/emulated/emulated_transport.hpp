@@ -32,15 +32,16 @@
 // Link state. Each link keeps a sorted list of its busy intervals
 // [start, done), at most EmulationOptions::intervals_per_link of them.
 // Intervals that touch are merged (no gap is lost), and intervals that ended
-// more than kForgetPastNs before a reservation's head are dropped: every
-// reservation starts at or after its sender's clock at commit, so an
-// interval that old only matters to a rank that read the clock that much
-// earlier and has not reserved yet. When a reservation would make the list
+// more than kForgetPastNs (10 ms of host time) before a reservation's head
+// are dropped: every reservation starts at or after its sender's clock at
+// commit, so an interval that old only matters to a rank that read the
+// clock that much earlier and has not reserved yet. When a reservation would make the list
 // longer than its bound, the two neighbouring intervals with the smallest
 // usable gap between them (the part of the gap at or after the head) are
 // merged, and that gap is lost: the link counts as busy across it. That is
 // conservative (later messages can only be delayed, never overlap a
 // reservation), and gaps already behind the head cost nothing to lose.
+//
 // Scale. EmulationModel::scale dilates emulated time: bandwidths are divided
 // by it and latencies multiplied by it, so that host memory can keep up and
 // the latency-to-bandwidth ratio (which decides between ring, tree and
