@@ -57,7 +57,7 @@ struct nnpccl_comm {
     nnpccl::Topology topology;
     std::unique_ptr<nnpccl::Selector> selector;
     std::vector<std::unique_ptr<nnpccl::Transport>> transports;
-    // With link emulation: when each simulated link is next free, shared by
+    // With link emulation: each simulated link's busy intervals, shared by
     // the ranks of this host (the emulated transports point into it), and a
     // decorator over each transport; destroyed first.
     nnpccl::SharedRegion link_table;
