@@ -16,21 +16,20 @@
 // message that its receiver has not yet reached. A block larger than a
 // chunk costs one α per chunk, most of it hidden by the chunk in flight.
 //
-// In place (send == recv, as MPI_IN_PLACE; NCCL has no in-place alltoall):
-// - direct first copies the blocks for the other ranks to scratch, p·count
-//   elements: it receives chunk c of a block where it sent chunk c from,
-//   and a transport that sends from the user's memory (sends_in_place)
-//   keeps that place busy until the peer has taken the chunk, which the
-//   peer does only once its own send to us has been taken: each would wait
-//   for the other.
-// - pairwise pairs the ranks symmetrically instead (round k of a
-//   1-factorization: r and k - r mod p-1, the rank left over with p-1, for
-//   even p; r and k - r mod p, one rank idle, for odd p), so a rank sends
-//   block j to j and receives j's block into the same place, p-1 rounds (p
-//   for odd p). Each chunk is copied to one of two chunks of scratch and
-//   sent from there, for the reason above: (p-1)·m bytes of memcpy as
-//   before, but two chunks of scratch where it held a copy of the whole
-//   call (64 MiB resident at 64 MiB).
+// In place (send == recv, as MPI_IN_PLACE; NCCL has no in-place alltoall)
+// a rank receives chunk c of block j where it sent chunk c of block j
+// from. A transport that sends from the user's memory (sends_in_place)
+// keeps that place busy until the peer has taken the chunk, which the peer
+// does only once its own send to us has been taken: each would wait for the
+// other. So in place every chunk is first copied to scratch and sent from
+// there, into two alternating sets of scratch (a set's sends finish while
+// the other set's go out): (p-1)·m bytes of memcpy, and for direct
+// 2(p-1) chunks of scratch, for pairwise 2, where both used to hold a copy
+// of the whole call (64 MiB resident at 64 MiB). Pairwise in place pairs
+// the ranks symmetrically (round k of a 1-factorization: r and k - r mod
+// p-1, the rank left over with p-1, for even p; r and k - r mod p, one
+// rank idle, for odd p), so a rank sends block j to j and receives j's
+// block into the same place: p-1 rounds (p for odd p).
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -53,39 +52,27 @@ public:
         sched_.channels.resize(1);
     }
 
-    // Our own block goes straight across (or stays, in place), and in place
-    // direct stages the others' where its sends will read them.
-    void prepare(bool stage) {
-        StepList steps(sched_.channels[0]);
-        const size_t mine = block_begin(args_.rank), end = block_begin(args_.nranks);
-        if (!args_.in_place) {
-            steps.add(kStore, -1, -1, BufRef{Buf::Send, mine}, BufRef{Buf::Recv, mine}, args_.count);
-            return;
-        }
-        if (!stage) return;
-        sched_.scratch_elems = end;
-        outgoing_ = Buf::Scratch;
-        steps.add(kStore, -1, -1, BufRef{Buf::Send, 0}, BufRef{Buf::Scratch, 0}, mine);
-        steps.add(kStore, -1, -1, BufRef{Buf::Send, mine + args_.count}, BufRef{Buf::Scratch, mine + args_.count},
-                  end - mine - args_.count);
+    // Our own block goes straight across (or stays, in place).
+    void prepare() {
+        if (args_.in_place) return;
+        const size_t mine = block_begin(args_.rank);
+        StepList(sched_.channels[0]).add(kStore, -1, -1, BufRef{Buf::Send, mine}, BufRef{Buf::Recv, mine}, args_.count);
     }
 
     void pairwise() {
         StepList steps(sched_.channels[0]);
         if (args_.in_place) {
             const int p = args_.nranks, rounds = p % 2 == 0 ? p - 1 : p;
-            sched_.scratch_elems = 2 * chunk_;
-            size_t bounce = 0;
+            size_t set = 0;
             for (int k = 0; k < rounds; ++k) {
                 const int with = exchange_partner(k);
                 if (with < 0) continue;
                 // Copy out, send, then receive into the place just copied from.
                 for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
-                    const BufRef place{Buf::Recv, block_begin(with) + c.begin}, copy{Buf::Scratch, bounce * chunk_};
-                    steps.add(kStore, -1, -1, place, copy, c.size());
-                    steps.add(kSend, -1, with, copy, {}, c.size());
+                    const BufRef place{Buf::Recv, block_begin(with) + c.begin};
+                    send_copy(steps, with, place, c.size(), copy_slot(set, 0, 1));
                     steps.add(kRecv | kStore, with, -1, {}, place, c.size());
-                    bounce ^= 1;
+                    set ^= 1;
                 }
             }
             return;
@@ -96,7 +83,7 @@ public:
             // Send before receive, chunk by chunk: both ends of every
             // stream move in step, so one free slot per stream is enough.
             for (const ElemRange &c : pieces) {
-                steps.add(kSend, -1, to, BufRef{outgoing_, block_begin(to) + c.begin}, {}, c.size());
+                steps.add(kSend, -1, to, BufRef{Buf::Send, block_begin(to) + c.begin}, {}, c.size());
                 steps.add(kRecv | kStore, from, -1, {}, BufRef{Buf::Recv, block_begin(from) + c.begin}, c.size());
             }
         }
@@ -104,11 +91,16 @@ public:
 
     void direct() {
         StepList steps(sched_.channels[0]);
+        size_t set = 0;
         for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
             // Each rank starts with the rank after it, so the ranks' first
             // messages of a round go to p different receivers, not all to one.
-            for (int k = 1; k < args_.nranks; ++k)
-                steps.add(kSend, -1, peer(k), BufRef{outgoing_, block_begin(peer(k)) + c.begin}, {}, c.size());
+            for (int k = 1; k < args_.nranks; ++k) {
+                const BufRef block{args_.in_place ? Buf::Recv : Buf::Send, block_begin(peer(k)) + c.begin};
+                if (args_.in_place) send_copy(steps, peer(k), block, c.size(), copy_slot(set, k - 1, args_.nranks - 1));
+                else steps.add(kSend, -1, peer(k), block, {}, c.size());
+            }
+            set ^= 1;
             for (int k = 1; k < args_.nranks; ++k)
                 steps.add(kRecv | kStore, peer(-k), -1, {}, BufRef{Buf::Recv, block_begin(peer(-k)) + c.begin},
                           c.size());
@@ -116,6 +108,20 @@ public:
     }
 
 private:
+    // In place: chunk `index` of `per_set` in scratch set `set` (header),
+    // scratch grown to hold both sets.
+    BufRef copy_slot(size_t set, int index, int per_set) {
+        const size_t slot = std::min(chunk_, args_.count);
+        sched_.scratch_elems = std::max(sched_.scratch_elems, 2 * static_cast<size_t>(per_set) * slot);
+        return BufRef{Buf::Scratch, (set * static_cast<size_t>(per_set) + static_cast<size_t>(index)) * slot};
+    }
+    // Two steps, not one store-and-send: a transport that sends in place
+    // would send a plain copy's source, the user's memory.
+    static void send_copy(StepList &steps, int to, const BufRef &from, size_t count, const BufRef &copy) {
+        steps.add(kStore, -1, -1, from, copy, count);
+        steps.add(kSend, -1, to, copy, {}, count);
+    }
+
     int peer(int offset) const { return ((args_.rank + offset) % args_.nranks + args_.nranks) % args_.nranks; }
     // This rank's partner in round k of the in-place pairing (header), -1
     // when it sits the round out; the partner's partner is this rank.
@@ -135,7 +141,6 @@ private:
     const CollectiveArgs &args_;
     Schedule &sched_;
     size_t chunk_;
-    Buf outgoing_ = Buf::Send; // where the blocks for the other ranks are read from
 };
 
 } // namespace
@@ -145,7 +150,7 @@ Schedule build_pairwise_alltoall(const CollectiveArgs &args) {
     sched.algorithm = "pairwise";
     if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
     Alltoall alltoall(args, sched);
-    alltoall.prepare(false);
+    alltoall.prepare();
     alltoall.pairwise();
     return sched;
 }
@@ -155,7 +160,7 @@ Schedule build_direct_alltoall(const CollectiveArgs &args) {
     sched.algorithm = "direct";
     if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
     Alltoall alltoall(args, sched);
-    alltoall.prepare(true);
+    alltoall.prepare();
     alltoall.direct();
     return sched;
 }
