@@ -25,12 +25,14 @@ struct ShmOptions {
     size_t bytes = kDefaultShmBytes;
     // Whether the user set `bytes`: then it is a bound, and a job that needs
     // more than it allows (2 slots per queue) fails at init. The default
-    // yields to those 2 slots on hosts of more than 14 ranks (at the default
-    // chunk). It gives 2 to 4 local ranks the full 8 slots and 8 ranks 3,
-    // so that 8 ranks' queues (42 MiB) and an in-place alltoall's scratch
-    // of 64 MiB stay within 128 MiB (docs/performance.md, "Footprint").
+    // yields to those 2 slots on hosts of more than 30 ranks (at the default
+    // chunk). It gives up to 8 local ranks the full 8 slots (8 ranks' queues
+    // take 113 MiB), so that with the few MiB the rest of the library holds
+    // a rank stays within 128 MiB resident (docs/performance.md,
+    // "Footprint"); 8 slots is what 8 ranks on 2 cores need to run at full
+    // speed at 16-64 MiB.
     bool bytes_set = false;
-    static constexpr size_t kDefaultShmBytes = size_t{56} << 20;
+    static constexpr size_t kDefaultShmBytes = size_t{120} << 20;
 };
 struct OfiOptions {
     int slots = 8;             // NNPCCL_SHM_SLOTS too: receives posted per stream
