@@ -220,6 +220,14 @@ int usable_kernel_sets(KernelSet (&sets)[kMaxKernelSets]) {
     if (f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
         sets[n] = overlay(sets[n - 1], avx512_kernels());
         ++n;
+        // AVX512_FP16 is CPUID leaf 7, EDX bit 23 (not every compiler's
+        // __builtin_cpu_supports knows it); its registers are AVX-512's.
+        constexpr unsigned kAvx512Fp16 = 1u << 23;
+        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (edx & kAvx512Fp16) != 0 &&
+            __builtin_cpu_supports("avx512vl")) {
+            sets[n] = overlay(sets[n - 1], avx512fp16_kernels());
+            ++n;
+        }
     }
 #endif
     return n;

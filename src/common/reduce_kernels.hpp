@@ -33,9 +33,11 @@ const KernelSet &scalar_kernels();
 // F16C (reduce_avx2.cpp) and AVX-512 F and BW (reduce_avx512.cpp).
 const KernelSet &avx2_kernels();
 const KernelSet &avx512_kernels();
+// float16 sum, prod, min and max in AVX-512 FP16 arithmetic (reduce_avx512fp16.cpp).
+const KernelSet &avx512fp16_kernels();
 #endif
 
-constexpr int kMaxKernelSets = 3;
+constexpr int kMaxKernelSets = 4;
 // The sets this CPU runs, completed from the ones below them, scalar first
 // and the best last; returns how many.
 int usable_kernel_sets(KernelSet (&sets)[kMaxKernelSets]);
