@@ -341,9 +341,7 @@ public:
             for (int i = 0; i < a; ++i) {
                 Piece piece;
                 if (packed) {
-                    const size_t first = scratch(slice, i, 0, slice.begin).offset;
-                    for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
-                        piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
+                    piece = packed_group(slice, i, b);
                 } else {
                     for (int j = 0; j < b; ++j)
                         for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
@@ -403,9 +401,7 @@ public:
             for (int i = 0; i < a; ++i) {
                 Piece piece;
                 if (packed) {
-                    const size_t first = scratch(slice, i, 0, slice.begin).offset;
-                    for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
-                        piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
+                    piece = packed_group(slice, i, b);
                 } else {
                     for (int j = 0; j < b; ++j)
                         for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_)) {
@@ -445,6 +441,15 @@ private:
         const auto p = static_cast<size_t>(args_.nranks);
         const size_t group = static_cast<size_t>(i) * static_cast<size_t>(grid_.height) + static_cast<size_t>(j);
         return BufRef{Buf::Scratch, p * slice.begin + group * slice.size() + (e - slice.begin)};
+    }
+    // Group i of a packed slice: its b blocks' parts, one after another in
+    // scratch, as chunks that stay where they are.
+    Piece packed_group(const ElemRange &slice, int i, int b) const {
+        Piece piece;
+        const size_t first = scratch(slice, i, 0, slice.begin).offset;
+        for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
+            piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
+        return piece;
     }
 
     const ChannelGrid &grid_;
