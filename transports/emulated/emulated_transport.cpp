@@ -108,7 +108,7 @@ LinkTimeline::Interval *LinkTimeline::intervals(Record &r) {
     return reinterpret_cast<Interval *>(reinterpret_cast<unsigned char *>(&r) + kCacheLine);
 }
 
-void LinkTimeline::lock(Record &r, int link) {
+uint64_t LinkTimeline::lock(Record &r, int link) {
     std::atomic<uint64_t> &word = r.lock;
     const uint64_t mine = static_cast<uint64_t>(getpid()) << 32 |
                           (lock_acquisitions.fetch_add(1, std::memory_order_relaxed) + 1);
@@ -117,7 +117,7 @@ void LinkTimeline::lock(Record &r, int link) {
     for (int tries = 0;; ++tries) {
         uint64_t seen = word.load(std::memory_order_relaxed);
         if (seen == 0) {
-            if (word.compare_exchange_weak(seen, mine, std::memory_order_acquire, std::memory_order_relaxed)) return;
+            if (word.compare_exchange_weak(seen, mine, std::memory_order_acquire, std::memory_order_relaxed)) return mine;
             continue;
         }
         if (tries < kSpinsBeforeYield) continue;
@@ -140,17 +140,15 @@ void LinkTimeline::lock(Record &r, int link) {
                      link, static_cast<int>(pid), gone ? "which no longer exists, after waiting" : "which held it",
                      static_cast<double>(held) / 1e6);
             repair(r);
-            return;
+            return mine;
         }
     }
 }
 
-void LinkTimeline::unlock(Record &r, int link) {
-    std::atomic<uint64_t> &word = r.lock;
-    uint64_t expected = word.load(std::memory_order_relaxed);
-    const auto mine_pid = static_cast<uint64_t>(getpid());
-    // Only the holder releases; a waiter that took the lock over keeps it.
-    if ((expected >> 32) != mine_pid || !word.compare_exchange_strong(expected, 0, std::memory_order_release))
+void LinkTimeline::unlock(Record &r, int link, uint64_t mine) {
+    // Only this acquisition releases: a waiter that took the lock over keeps it.
+    uint64_t expected = mine;
+    if (!r.lock.compare_exchange_strong(expected, 0, std::memory_order_release))
         LOG_WARN("link emulation: the lock of link %d was taken over while this process held it", link);
 }
 
@@ -171,11 +169,11 @@ void LinkTimeline::repair(Record &r) {
 
 std::vector<std::pair<int64_t, int64_t>> LinkTimeline::busy_intervals(int link) {
     Record &r = record(link);
-    lock(r, link);
+    const uint64_t held = lock(r, link);
     std::vector<std::pair<int64_t, int64_t>> out;
     const Interval *iv = intervals(r);
     for (size_t i = 0; i < r.count; ++i) out.emplace_back(iv[i].start, iv[i].done);
-    unlock(r, link);
+    unlock(r, link, held);
     return out;
 }
 
@@ -194,12 +192,12 @@ int64_t LinkTimeline::reserve(const std::vector<int> &path, size_t bytes, int64_
         const auto serialize_ns = static_cast<int64_t>(std::llround(static_cast<double>(bytes) * cost.ns_per_byte));
         const int64_t earliest = stream_done != nullptr ? std::max(head_ns, (*stream_done)[hop]) : head_ns;
         Record &r = record(id);
-        lock(r, id);
+        const uint64_t held = lock(r, id);
         Interval *iv = intervals(r);
         // The list without what ended long before this head, in order.
         scratch_.clear();
         for (size_t i = 0; i < r.count; ++i)
-            if (iv[i].done > earliest - kForgetPastNs) scratch_.push_back(iv[i]);
+            if (iv[i].done > ready_ns - kForgetPastNs) scratch_.push_back(iv[i]);
         // The earliest gap at or after `earliest` that holds [start, done).
         int64_t start = earliest;
         size_t at = 0;
@@ -226,13 +224,14 @@ int64_t LinkTimeline::reserve(const std::vector<int> &path, size_t bytes, int64_
             }
         }
         if (scratch_.size() > capacity_) {
-            // Full: merge the neighbours whose gap is the least use from the
-            // head on (a gap behind it is of no use), losing that gap.
+            // Full: merge the neighbours whose gap is the least use from
+            // now on (a gap before this commit's clock is of no use to any
+            // later reservation), losing that gap.
             size_t merge = 0;
             int64_t least = std::numeric_limits<int64_t>::max();
             for (size_t i = 0; i + 1 < scratch_.size(); ++i) {
                 const int64_t usable = std::max<int64_t>(
-                    0, scratch_[i + 1].start - std::max(scratch_[i].done, earliest));
+                    0, scratch_[i + 1].start - std::max(scratch_[i].done, ready_ns));
                 if (usable < least) {
                     least = usable;
                     merge = i;
@@ -243,7 +242,7 @@ int64_t LinkTimeline::reserve(const std::vector<int> &path, size_t bytes, int64_
         }
         std::copy(scratch_.begin(), scratch_.end(), iv);
         r.count = scratch_.size();
-        unlock(r, id);
+        unlock(r, id, held);
         if (stream_done != nullptr) (*stream_done)[hop] = done;
         head_ns = start + cost.latency_ns;
         tail_ns = done + cost.latency_ns;

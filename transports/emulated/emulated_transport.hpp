@@ -32,15 +32,18 @@
 // Link state. Each link keeps a sorted list of its busy intervals
 // [start, done), at most EmulationOptions::intervals_per_link of them.
 // Intervals that touch are merged (no gap is lost), and intervals that ended
-// more than kForgetPastNs (10 ms of host time) before a reservation's head
-// are dropped: every reservation starts at or after its sender's clock at
-// commit, so an interval that old only matters to a rank that read the
-// clock that much earlier and has not reserved yet. When a reservation would make the list
-// longer than its bound, the two neighbouring intervals with the smallest
-// usable gap between them (the part of the gap at or after the head) are
+// more than kForgetPastNs (10 ms of host time) before the committing
+// sender's clock are dropped: every reservation starts at or after its
+// sender's clock at commit, so an interval that old only matters to a rank
+// that read the clock that much earlier and has not reserved yet (a
+// reservation's head may lie far ahead of the clock; what ends between the
+// clock and the head is kept for the ranks whose heads come sooner). When a
+// reservation would make the list longer than its bound, the two
+// neighbouring intervals with the smallest usable gap between them (the
+// part of the gap after the committing sender's clock) are
 // merged, and that gap is lost: the link counts as busy across it. That is
 // conservative (later messages can only be delayed, never overlap a
-// reservation), and gaps already behind the head cost nothing to lose.
+// reservation), and gaps already in the past cost nothing to lose.
 //
 // Scale. EmulationModel::scale dilates emulated time: bandwidths are divided
 // by it and latencies multiplied by it, so that host memory can keep up and
@@ -204,8 +207,9 @@ private:
 
     Record &record(int link) const;
     static Interval *intervals(Record &r);
-    void lock(Record &r, int link);
-    void unlock(Record &r, int link);
+    // The lock word this acquisition wrote, for unlock.
+    uint64_t lock(Record &r, int link);
+    void unlock(Record &r, int link, uint64_t mine);
     // Sorts the record's intervals and merges overlaps: after taking over
     // the lock of a holder that may have died halfway through a change.
     void repair(Record &r);
