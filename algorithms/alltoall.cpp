@@ -23,9 +23,9 @@
 // does only once its own send to us has been taken: each would wait for the
 // other. So in place every chunk is first copied to scratch and sent from
 // there, into two alternating sets of scratch (a set's sends finish while
-// the other set's go out): (p-1)·m bytes of memcpy, and for direct
-// 2(p-1) chunks of scratch, for pairwise 2, where both used to hold a copy
-// of the whole call (64 MiB resident at 64 MiB). Pairwise in place pairs
+// the other set's go out; one set when a block is one chunk): (p-1)·m bytes
+// of memcpy, and for direct 2(p-1) chunks of scratch, for pairwise 2, where
+// both used to hold a copy of the whole call (64 MiB resident at 64 MiB). Pairwise in place pairs
 // the ranks symmetrically (round k of a 1-factorization: r and k - r mod
 // p-1, the rank left over with p-1, for even p; r and k - r mod p, one
 // rank idle, for odd p), so a rank sends block j to j and receives j's
@@ -109,10 +109,10 @@ public:
 
 private:
     // In place: chunk `index` of `per_set` in scratch set `set` (header),
-    // scratch grown to hold both sets.
+    // scratch grown to hold both sets (one when a block is one chunk).
     BufRef copy_slot(size_t set, int index, int per_set) {
-        const size_t slot = std::min(chunk_, args_.count);
-        sched_.scratch_elems = std::max(sched_.scratch_elems, 2 * static_cast<size_t>(per_set) * slot);
+        const size_t slot = std::min(chunk_, args_.count), sets = args_.count > chunk_ ? 2 : 1;
+        sched_.scratch_elems = std::max(sched_.scratch_elems, sets * static_cast<size_t>(per_set) * slot);
         return BufRef{Buf::Scratch, (set * static_cast<size_t>(per_set) + static_cast<size_t>(index)) * slot};
     }
     // Two steps, not one store-and-send: a transport that sends in place

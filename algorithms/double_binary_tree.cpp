@@ -2,26 +2,25 @@
 // no rank is inner in both (DoubleTreePattern), each carrying half the data
 // on its own channel, cut into chunks that pipeline up and down the tree.
 // Reduce combines up the tree, broadcast copies down it, allreduce does both
-// with the broadcast of a chunk trailing its reduction by a fixed lag so
-// that the two directions overlap. Allreduce uses the trees over all ranks
-// (height h = floor(log2 p)); reduce and broadcast hang both from the root
-// (height h = floor(log2(p-1)) + 1).
+// on one channel per tree, a rank at depth d sending chunk j - 2d down
+// right after chunk j up (the builder says why), so that the two
+// directions overlap. Allreduce uses the trees over all ranks (height h =
+// floor(log2 p)); reduce and broadcast hang both from the root (height h =
+// floor(log2(p-1)) + 1).
 //
 // p ranks, n bytes, α per message, β per byte, γ per byte reduced, C bytes
 // per chunk, k = ceil(n / 2C) chunks per tree. Per pipeline stage a rank is
 // inner in one tree and a leaf in the other, so it moves about 2C in and
 // 2C out (4C each way in allreduce, where both directions run at once):
 //
-//   broadcast   h·α + (h + k - 1)·2Cβ          ≈ h·α + nβ for k >> h
-//   reduce      h·α + (h + k - 1)·(2Cβ + 2Cγ)  ≈ h·α + nβ + nγ
-//   allreduce   k·2h·(α + 4Cβ + 2Cγ)           ≈ 2h·(α/C + 2β + γ)·n/2
+//   broadcast   h·α + (h + k - 1)·2Cβ           ≈ h·α + nβ for k >> h
+//   reduce      h·α + (h + k - 1)·(2Cβ + 2Cγ)   ≈ h·α + nβ + nγ
+//   allreduce   2h·α + (2h + k - 1)·(4Cβ + 2Cγ) ≈ 2h·α + 2nβ + nγ
 //
 // α is paid per level, not per chunk: a rank forwards chunk j + 1 while
-// chunk j is in flight, through the stream's slots. In allreduce, though,
-// both directions of a tree share one channel, and a rank takes chunk
-// j - 2h down before it sends chunk j + 1 up: each chunk waits for the
-// round trip to the top and back (on a host, where every message's α is
-// the rank's own work, the registry entry below says what is charged).
+// chunk j is in flight, through the stream's slots (on a host, where every
+// message's α is the rank's own work, the registry entry below says what is
+// charged).
 //
 // Messages per rank grow with n/C (not with p, as the ring's do), so the
 // trees win for small and medium n on many ranks. Every element is reduced

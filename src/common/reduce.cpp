@@ -220,6 +220,7 @@ int usable_kernel_sets(KernelSet (&sets)[kMaxKernelSets]) {
     if (f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
         sets[n] = overlay(sets[n - 1], avx512_kernels());
         ++n;
+#if defined(NNPCCL_REDUCE_AVX512FP16)
         // AVX512_FP16 is CPUID leaf 7, EDX bit 23 (not every compiler's
         // __builtin_cpu_supports knows it); its registers are AVX-512's.
         constexpr unsigned kAvx512Fp16 = 1u << 23;
@@ -228,6 +229,7 @@ int usable_kernel_sets(KernelSet (&sets)[kMaxKernelSets]) {
             sets[n] = overlay(sets[n - 1], avx512fp16_kernels());
             ++n;
         }
+#endif
     }
 #endif
     return n;

@@ -33,8 +33,10 @@ const KernelSet &scalar_kernels();
 // F16C (reduce_avx2.cpp) and AVX-512 F and BW (reduce_avx512.cpp).
 const KernelSet &avx2_kernels();
 const KernelSet &avx512_kernels();
+#if defined(NNPCCL_REDUCE_AVX512FP16)
 // float16 sum, prod, min and max in AVX-512 FP16 arithmetic (reduce_avx512fp16.cpp).
 const KernelSet &avx512fp16_kernels();
+#endif
 #endif
 
 constexpr int kMaxKernelSets = 4;

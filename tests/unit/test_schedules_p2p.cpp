@@ -207,8 +207,8 @@ TEST_CASE("in-place direct alltoall sends from two sets of chunks in scratch", "
     CHECK(s.scratch_elems == 2 * 3 * 4);
     for (const Step &step : s.channels.at(0))
         if (step.has(kSend)) CHECK(step.src.buf == Buf::Scratch);
-    args.count = 3; // smaller than a chunk: the sets shrink with it
-    CHECK(build_direct_alltoall(args).scratch_elems == 2 * 3 * 3);
+    args.count = 3; // one chunk a block: one set, of the block's size
+    CHECK(build_direct_alltoall(args).scratch_elems == 3 * 3);
 }
 
 // In place, pairwise holds two chunks of scratch, not a copy of the call:
@@ -221,7 +221,7 @@ TEST_CASE("in-place pairwise alltoall swaps blocks with one partner a round", "[
             CollectiveArgs args = args_for(Collective::Alltoall, p, r, 10, 4);
             args.in_place = true;
             const Schedule s = build_pairwise_alltoall(args);
-            CHECK(s.scratch_elems == 8);
+            CHECK(s.scratch_elems == 8); // two chunks of 4: a block of 10 is three
             std::vector<int> &mine = partners[static_cast<size_t>(r)];
             for (const Step &step : s.channels.at(0)) {
                 if (step.has(kSend)) {
