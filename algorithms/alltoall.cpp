@@ -23,8 +23,9 @@
 // does only once its own send to us has been taken: each would wait for the
 // other. So in place every chunk is first copied to scratch and sent from
 // there, into two alternating sets of scratch (a set's sends finish while
-// the other set's go out; one set when a block is one chunk): (p-1)·m bytes
-// of memcpy, and for direct 2(p-1) chunks of scratch, for pairwise 2, where
+// the other set's go out; direct's one set when a block is one chunk):
+// (p-1)·m bytes of memcpy, and for direct 2(p-1) chunks of scratch, for
+// pairwise 2 (its sets alternate across rounds too), where
 // both used to hold a copy of the whole call (64 MiB resident at 64 MiB). Pairwise in place pairs
 // the ranks symmetrically (round k of a 1-factorization: r and k - r mod
 // p-1, the rank left over with p-1, for even p; r and k - r mod p, one
@@ -70,7 +71,7 @@ public:
                 // Copy out, send, then receive into the place just copied from.
                 for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
                     const BufRef place{Buf::Recv, block_begin(with) + c.begin};
-                    send_copy(steps, with, place, c.size(), copy_slot(set, 0, 1));
+                    send_copy(steps, with, place, c.size(), copy_slot(set, 2, 0, 1));
                     steps.add(kRecv | kStore, with, -1, {}, place, c.size());
                     set ^= 1;
                 }
@@ -91,13 +92,16 @@ public:
 
     void direct() {
         StepList steps(sched_.channels[0]);
+        // Chunk c's copies go to set c % 2; one set when a block is one chunk.
+        const size_t sets = args_.count > chunk_ ? 2 : 1;
         size_t set = 0;
         for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
             // Each rank starts with the rank after it, so the ranks' first
             // messages of a round go to p different receivers, not all to one.
             for (int k = 1; k < args_.nranks; ++k) {
                 const BufRef block{args_.in_place ? Buf::Recv : Buf::Send, block_begin(peer(k)) + c.begin};
-                if (args_.in_place) send_copy(steps, peer(k), block, c.size(), copy_slot(set, k - 1, args_.nranks - 1));
+                if (args_.in_place)
+                    send_copy(steps, peer(k), block, c.size(), copy_slot(set, sets, k - 1, args_.nranks - 1));
                 else steps.add(kSend, -1, peer(k), block, {}, c.size());
             }
             set ^= 1;
@@ -108,10 +112,10 @@ public:
     }
 
 private:
-    // In place: chunk `index` of `per_set` in scratch set `set` (header),
-    // scratch grown to hold both sets (one when a block is one chunk).
-    BufRef copy_slot(size_t set, int index, int per_set) {
-        const size_t slot = std::min(chunk_, args_.count), sets = args_.count > chunk_ ? 2 : 1;
+    // In place: chunk `index` of `per_set` in scratch set `set` (of `sets`,
+    // header), scratch grown to hold them all.
+    BufRef copy_slot(size_t set, size_t sets, int index, int per_set) {
+        const size_t slot = std::min(chunk_, args_.count);
         sched_.scratch_elems = std::max(sched_.scratch_elems, sets * static_cast<size_t>(per_set) * slot);
         return BufRef{Buf::Scratch, (set * static_cast<size_t>(per_set) + static_cast<size_t>(index)) * slot};
     }

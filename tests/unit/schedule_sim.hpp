@@ -107,12 +107,19 @@ inline SimResult run_ranks_with(std::vector<CallShape> shapes, const Builder &bu
         args.chunk_elems = chunk_elems;
         args.elem_size = es;
         auto schedule = std::make_shared<const Schedule>(build(args));
-        // A message larger than a chunk would overrun the transport's slot.
+        // A message larger than a chunk would overrun the transport's slot,
+        // and a step past the end of scratch would write outside the
+        // operation's lease (the executor does not check either).
         for (const auto &channel : schedule->channels)
-            for (const Step &step : channel)
+            for (const Step &step : channel) {
                 if ((step.has(kSend) || step.has(kRecv)) && step.count > chunk_elems)
                     FAIL("rank " << r << " moves " << step.count << " elements in one message; a chunk is "
                                   << chunk_elems);
+                for (const BufRef &ref : {step.src, step.dst})
+                    if (ref.buf == Buf::Scratch && step.count > 0 && ref.offset + step.count > schedule->scratch_elems)
+                        FAIL("rank " << r << " uses scratch elements " << ref.offset << " to "
+                                      << ref.offset + step.count << " of " << schedule->scratch_elems);
+            }
         // Scratch is not zeroed in real runs (engine.hpp): a builder that
         // reads it before writing it must get garbage here too.
         scratches[ur].assign(schedule->scratch_elems * es, 0xa5);
