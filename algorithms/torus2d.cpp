@@ -337,20 +337,10 @@ public:
         // Along the first dimension: the rank at i ends with its row's sum
         // of group i, in scratch (the receive buffer when the group is one block).
         if (a > 1) {
-            std::vector<Piece> groups;
-            for (int i = 0; i < a; ++i) {
-                Piece piece;
-                if (packed) {
-                    piece = packed_group(slice, i, b);
-                } else {
-                    for (int j = 0; j < b; ++j)
-                        for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
-                            piece.push_back({block(grid_.at(i, j), r.begin),
-                                             b > 1 ? scratch(slice, i, j, r.begin) : BufRef{Buf::Recv, r.begin},
-                                             r.size()});
-                }
-                groups.push_back(std::move(piece));
-            }
+            std::vector<Piece> groups = row_groups(slice, packed, [&](int i, int j, const ElemRange &r) {
+                return Part{block(grid_.at(i, j), r.begin),
+                            b > 1 ? scratch(slice, i, j, r.begin) : BufRef{Buf::Recv, r.begin}, r.size()};
+            });
             const RingPattern row(grid_.row(j_, reversed_), args_.rank);
             PartRing(row, by_position(std::move(groups)), out_).reduce_scatter(b == 1);
         }
@@ -397,22 +387,12 @@ public:
         }
         // Along the first: whole groups.
         if (a > 1) {
-            std::vector<Piece> groups;
-            for (int i = 0; i < a; ++i) {
-                Piece piece;
-                if (packed) {
-                    piece = packed_group(slice, i, b);
-                } else {
-                    for (int j = 0; j < b; ++j)
-                        for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_)) {
-                            // The rank's own block is in its send buffer still when no column went first.
-                            const bool own = b == 1 && i == i_;
-                            piece.push_back({own ? BufRef{Buf::Send, r.begin} : landing(i, j, r.begin),
-                                             landing(i, j, r.begin), r.size(), own && !in_place});
-                        }
-                }
-                groups.push_back(std::move(piece));
-            }
+            std::vector<Piece> groups = row_groups(slice, packed, [&](int i, int j, const ElemRange &r) {
+                // The rank's own block is in its send buffer still when no column went first.
+                const bool own = b == 1 && i == i_;
+                return Part{own ? BufRef{Buf::Send, r.begin} : landing(i, j, r.begin), landing(i, j, r.begin),
+                            r.size(), own && !in_place};
+            });
             const RingPattern row(grid_.row(j_, reversed_), args_.rank);
             PartRing(row, by_position(std::move(groups)), out_).allgather();
         }
@@ -442,14 +422,25 @@ private:
         const size_t group = static_cast<size_t>(i) * static_cast<size_t>(grid_.height) + static_cast<size_t>(j);
         return BufRef{Buf::Scratch, p * slice.begin + group * slice.size() + (e - slice.begin)};
     }
-    // Group i of a packed slice: its b blocks' parts, one after another in
-    // scratch, as chunks that stay where they are.
-    Piece packed_group(const ElemRange &slice, int i, int b) const {
-        Piece piece;
-        const size_t first = scratch(slice, i, 0, slice.begin).offset;
-        for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
-            piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
-        return piece;
+    // The groups a row's ring moves, group i holding the slice's part of
+    // blocks (i, 0..b-1): packed, one after another in scratch as chunks
+    // that stay where they are; else each block's chunks as `part(i, j, r)`
+    // says.
+    template <class PartOf> std::vector<Piece> row_groups(const ElemRange &slice, bool packed, PartOf part) const {
+        const int a = grid_.width, b = grid_.height;
+        std::vector<Piece> groups(static_cast<size_t>(a));
+        for (int i = 0; i < a; ++i) {
+            Piece &piece = groups[static_cast<size_t>(i)];
+            if (packed) {
+                const size_t first = scratch(slice, i, 0, slice.begin).offset;
+                for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
+                    piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
+                continue;
+            }
+            for (int j = 0; j < b; ++j)
+                for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_)) piece.push_back(part(i, j, r));
+        }
+        return groups;
     }
 
     const ChannelGrid &grid_;

@@ -114,14 +114,15 @@ Status ShmTransport::fit_slots(int local_ranks, int channels, const ShmOptions &
     while (fit > kMinSlots && resident_bytes(local_ranks, channels, fit, slot_bytes) > options.bytes) --fit;
     const size_t least = resident_bytes(local_ranks, channels, fit, slot_bytes);
     if (least > options.bytes) {
+        const size_t need_mib = (least + (1 << 20) - 1) >> 20;
         if (options.bytes_set)
             return invalid_argument("NNPCCL_SHM_BYTES=%zu is too small for %d ranks on this host: their queues (%d "
                                     "channels, %d slots of %zu bytes, to and from each local peer) need %zu MiB per "
                                     "rank; raise it, or lower NNPCCL_CHUNK_SIZE",
-                                    options.bytes, local_ranks, channels, fit, slot_bytes, (least + (1 << 20) - 1) >> 20);
+                                    options.bytes, local_ranks, channels, fit, slot_bytes, need_mib);
         LOG_INFO("shm: %d local ranks need %zu MiB of queues per rank even at %d slots, more than the default %zu "
                  "MiB; NNPCCL_SHM_BYTES with a smaller NNPCCL_CHUNK_SIZE bounds it",
-                 local_ranks, (least + (1 << 20) - 1) >> 20, fit, options.bytes >> 20);
+                 local_ranks, need_mib, fit, options.bytes >> 20);
     }
     *slots = fit;
     return Status::ok();
