@@ -61,6 +61,13 @@ std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announce
         announcement->expected.root = rank;
     }
     auto op = std::make_shared<Operation>();
+    op->name.collective = call.collective;
+    op->name.sequence = sequence;
+    op->name.count = call.count;
+    op->name.datatype = call.datatype;
+    op->name.op = call.op;
+    op->name.peer = call.root;
+    op->name.in_place = call.in_place;
     if (p2p) {
         const bool sends = call.collective == Collective::Send;
         op->p2p.active = true;
@@ -68,13 +75,6 @@ std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announce
         op->p2p.sends = sends;
         op->p2p.begin = sends ? static_cast<const char *>(call.send) : static_cast<const char *>(call.recv);
         op->p2p.end = op->p2p.begin == nullptr ? nullptr : op->p2p.begin + call.count * call.elem_size;
-        op->description = format("%s #%llu %s rank %d (%zu x %s)", collective_name(call.collective),
-                                 static_cast<unsigned long long>(sequence), sends ? "to" : "from", call.root,
-                                 call.count, datatype_name(call.datatype));
-    } else {
-        op->description = format("%s #%llu (%zu x %s, %s%s)", collective_name(call.collective),
-                                 static_cast<unsigned long long>(sequence), call.count, datatype_name(call.datatype),
-                                 redop_name(call.op), call.in_place ? ", in place" : "");
     }
     return op;
 }
@@ -108,7 +108,7 @@ Status nnpccl_comm::start(const Call &call, bool background, std::shared_ptr<Ope
             const AlgorithmInfo *decided = tuning->decided();
             if (decided == nullptr)
                 return internal_error("the tuner had not decided on an algorithm for %s when it was due to run",
-                                      self.description.c_str());
+                                      self.description().c_str());
             std::shared_ptr<const Schedule> planned;
             NNPCCL_TRY(selector->schedule_with(*decided, call, &planned));
             attach_run(self, std::move(planned), call, announcement);
@@ -156,8 +156,8 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
     complete(&call);
     Announcement announcement;
     std::shared_ptr<Operation> op = new_operation(call, &announcement);
-    op->description = "the tuner's agreement on " + std::string(collective_name(tuned.collective)) + " of " +
-                      std::to_string(call_bytes(tuned)) + " bytes (" + op->description + ")";
+    op->name.context = "the tuner's agreement on " + std::string(collective_name(tuned.collective)) + " of " +
+                       std::to_string(call_bytes(tuned)) + " bytes";
     // Prepared when it runs, after the trials ahead of it have finished and
     // been timed; planned by the model alone, whatever is forced.
     op->prepare = [this, call, announcement, numbers, tuning](Operation &self) {

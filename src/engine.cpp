@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "dtype.hpp"
 #include "log.hpp"
 
 namespace nnpccl {
@@ -232,7 +233,7 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
         last_check = now;
         Status peers = check_peers();
         if (!peers) {
-            fail_locked_queue(Status(peers.code(), op.description + ": " + peers.message()));
+            fail_locked_queue(Status(peers.code(), op.description() + ": " + peers.message()));
             return false;
         }
         if (now - idle_since >= std::chrono::seconds(timeout_sec_)) {
@@ -244,7 +245,7 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
             for (Transport *t : transports_)
                 if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
             fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s",
-                                            op.description.c_str(), timeout_sec_,
+                                            op.description().c_str(), timeout_sec_,
                                             op.run != nullptr ? op.run->blocked_on().c_str() : "its turn",
                                             silent.empty() ? "" : "; ", silent.c_str()));
             return false;
@@ -261,6 +262,19 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     return true;
+}
+
+std::string OperationName::text() const {
+    std::string text;
+    if (is_point_to_point(collective))
+        text = format("%s #%llu %s rank %d (%zu x %s)", collective_name(collective),
+                      static_cast<unsigned long long>(sequence), collective == Collective::Send ? "to" : "from", peer,
+                      count, datatype_name(datatype));
+    else
+        text = format("%s #%llu (%zu x %s, %s%s)", collective_name(collective),
+                      static_cast<unsigned long long>(sequence), count, datatype_name(datatype), redop_name(op),
+                      in_place ? ", in place" : "");
+    return context.empty() ? text : context + " (" + text + ")";
 }
 
 bool PointToPoint::orders(const PointToPoint &later) const {
@@ -299,9 +313,9 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
         Operation &op = *window[i];
         if (op.run == nullptr) {
             // Only a collective is prepared late, and it heads the window.
-            Status st = op.prepare ? op.prepare(op) : internal_error("%s has nothing to run", op.description.c_str());
+            Status st = op.prepare ? op.prepare(op) : internal_error("%s has nothing to run", op.description().c_str());
             if (!st) {
-                fail_locked_queue(Status(st.code(), op.description + ": " + st.message()));
+                fail_locked_queue(Status(st.code(), op.description() + ": " + st.message()));
                 window.clear();
                 return st;
             }
@@ -322,7 +336,7 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
         Status st = op.run->advance(&steps);
         *progressed += steps;
         if (!st) {
-            fail_locked_queue(Status(st.code(), op.description + ": " + st.message()));
+            fail_locked_queue(Status(st.code(), op.description() + ": " + st.message()));
             window.clear();
             return st;
         }

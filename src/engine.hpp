@@ -54,8 +54,24 @@ struct PointToPoint {
     bool orders(const PointToPoint &later) const;
 };
 
+// What names an operation in errors: "allreduce #12 (1024 x float, sum)".
+// Kept as fields and formatted only when a message needs it, since a
+// string made on every call costs as much as a small call itself.
+struct OperationName {
+    Collective collective = Collective::Barrier;
+    uint64_t sequence = 0;
+    size_t count = 0;
+    nnpccl_datatype_t datatype = NNPCCL_UINT8;
+    nnpccl_redop_t op = NNPCCL_SUM;
+    int peer = -1; // a send's or recv's
+    bool in_place = false;
+    std::string context; // "the tuner's agreement on ...": said before the call, where set
+    std::string text() const;
+};
+
 struct Operation {
-    std::string description; // "allreduce #12 (1024 x float, sum)"
+    OperationName name;
+    std::string description() const { return name.text(); }
     PointToPoint p2p;
     std::unique_ptr<ScheduleRun> run;
     // The schedule's scratch buffer, when it has one, from the
