@@ -74,25 +74,29 @@ struct ShmTransport::Segment {
     std::atomic<uint32_t> departed;
 };
 
-// One inbound stream. head is written only by the sender, tail only by the
-// owner; they sit on separate cache lines so the two sides do not contend.
+// One inbound stream: `slots` slots, each a control line followed by the
+// message. The sender fills a slot's message, then its control line's
+// size and, last, `ready` (the slot's position in the stream, plus one);
+// the receiver polls `ready`, so a message costs the receiver one line for
+// the control and the message's own lines, and the sender nothing more: it
+// keeps its position to itself and reads `tail` (the receiver's count of
+// slots given back) only when its own copy says the queue is full.
 struct ShmTransport::Queue {
-    alignas(kCacheLine) std::atomic<uint64_t> head;
     alignas(kCacheLine) std::atomic<uint64_t> tail;
-    // Followed by `slots` message sizes, then (page aligned) the slots' data.
+    // Followed by the slots, from the next line.
+};
+
+struct ShmTransport::SlotControl {
+    alignas(kCacheLine) std::atomic<uint64_t> ready;
+    uint64_t bytes;
 };
 
 namespace {
 
-size_t queue_data_offset(int slots) {
-    return round_up(sizeof(ShmTransport::Queue) + sizeof(uint64_t) * static_cast<size_t>(slots), kPage);
-}
-uint64_t *queue_sizes(ShmTransport::Queue *q) {
-    return reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(q) + sizeof(ShmTransport::Queue));
-}
+size_t slot_stride(size_t slot_bytes) { return sizeof(ShmTransport::SlotControl) + round_up(slot_bytes, kCacheLine); }
 size_t segment_header_bytes() { return round_up(sizeof(ShmTransport::Segment), kPage); }
 size_t queue_bytes(int slots, size_t slot_bytes) {
-    return round_up(queue_data_offset(slots) + static_cast<size_t>(slots) * slot_bytes, kPage);
+    return round_up(sizeof(ShmTransport::Queue) + static_cast<size_t>(slots) * slot_stride(slot_bytes), kPage);
 }
 
 } // namespace
@@ -148,6 +152,12 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->slots_ = slots;
     t->slot_bytes_ = message_bytes;
     t->queue_stride_ = queue_bytes(t->slots_, t->slot_bytes_);
+    t->slot_stride_ = slot_stride(t->slot_bytes_);
+    const size_t streams = static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels);
+    t->sent_.assign(streams, 0);
+    t->freed_seen_.assign(streams, 0);
+    t->received_.assign(streams, 0);
+    t->arrived_seen_.assign(streams, 0);
     t->segment_bytes_ = segment_header_bytes() + static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels) * t->queue_stride_;
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
     t->pids_.assign(static_cast<size_t>(t->nranks_), 0);
@@ -288,52 +298,113 @@ ShmTransport::~ShmTransport() {
         if (seg != nullptr) munmap(seg, segment_bytes_);
 }
 
+ShmTransport::SlotControl *ShmTransport::slot(Queue *q, uint64_t position) const {
+    return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) +
+                                           (position % static_cast<uint64_t>(slots_)) * slot_stride_);
+}
+
 void ShmTransport::ring(int rank) {
     Segment *seg = segments_[static_cast<size_t>(rank)];
     seg->doorbell.fetch_add(1, std::memory_order_seq_cst);
     if (seg->sleepers.load(std::memory_order_seq_cst) != 0) futex(&seg->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
+// The waker's half of the doorbell's handshake (wait_for_event() has the
+// sleeper's): the store that made the news visible, a full fence, then the
+// sleepers count. A rank that is not asleep is not rung at all, so a
+// message between ranks that poll costs no read-modify-write of a line
+// both sides write.
+void ShmTransport::ring_if_asleep(int rank) {
+    Segment *seg = segments_[static_cast<size_t>(rank)];
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (seg->sleepers.load(std::memory_order_relaxed) != 0) ring(rank);
+}
+
 void *ShmTransport::try_acquire_send(int peer, int channel) {
-    Queue *q = queue(peer, rank_, channel);
-    uint64_t head = q->head.load(std::memory_order_relaxed);
-    if (head - q->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(slots_)) return nullptr;
-    char *data = reinterpret_cast<char *>(q) + queue_data_offset(slots_);
-    return data + (head % static_cast<uint64_t>(slots_)) * slot_bytes_;
+    const size_t stream = stream_index(peer, channel);
+    const uint64_t head = sent_[stream];
+    if (head - freed_seen_[stream] >= static_cast<uint64_t>(slots_)) {
+        freed_seen_[stream] = queue(peer, rank_, channel)->tail.load(std::memory_order_acquire);
+        if (head - freed_seen_[stream] >= static_cast<uint64_t>(slots_)) return nullptr;
+        local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    return slot(queue(peer, rank_, channel), head) + 1;
 }
 
 void ShmTransport::commit_send(int peer, int channel, size_t bytes) {
-    Queue *q = queue(peer, rank_, channel);
-    uint64_t head = q->head.load(std::memory_order_relaxed);
-    queue_sizes(q)[head % static_cast<uint64_t>(slots_)] = bytes;
-    q->head.store(head + 1, std::memory_order_release);
-    ring(peer);
+    const size_t stream = stream_index(peer, channel);
+    const uint64_t head = sent_[stream]++;
+    SlotControl *control = slot(queue(peer, rank_, channel), head);
+    control->bytes = bytes;
+    control->ready.store(head + 1, std::memory_order_release);
+    ring_if_asleep(peer);
 }
 
 const void *ShmTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
-    Queue *q = queue(rank_, peer, channel);
-    uint64_t tail = q->tail.load(std::memory_order_relaxed);
-    if (q->head.load(std::memory_order_acquire) == tail) return nullptr;
-    uint64_t index = tail % static_cast<uint64_t>(slots_);
-    *bytes = queue_sizes(q)[index];
-    return reinterpret_cast<char *>(q) + queue_data_offset(slots_) + index * slot_bytes_;
+    const size_t stream = stream_index(peer, channel);
+    const uint64_t tail = received_[stream];
+    SlotControl *control = slot(queue(rank_, peer, channel), tail);
+    if (control->ready.load(std::memory_order_acquire) != tail + 1) return nullptr;
+    if (arrived_seen_[stream] == tail) {
+        arrived_seen_[stream] = tail + 1;
+        local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    *bytes = control->bytes;
+    return control + 1;
 }
 
 void ShmTransport::release_recv(int peer, int channel) {
-    Queue *q = queue(rank_, peer, channel);
-    q->tail.store(q->tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    ring(peer);
+    const size_t stream = stream_index(peer, channel);
+    const uint64_t tail = ++received_[stream];
+    arrived_seen_[stream] = std::max(arrived_seen_[stream], tail);
+    queue(rank_, peer, channel)->tail.store(tail, std::memory_order_release);
+    ring_if_asleep(peer);
 }
 
 uint64_t ShmTransport::event_count() const {
-    return segments_[static_cast<size_t>(rank_)]->doorbell.load(std::memory_order_seq_cst);
+    return segments_[static_cast<size_t>(rank_)]->doorbell.load(std::memory_order_acquire) +
+           local_events_.load(std::memory_order_relaxed);
 }
 
+// Counts what has changed since this rank last looked: a message it had
+// not seen on an inbound stream, a slot given back on an outbound one.
+// Cost: one line per stream of each local peer.
+bool ShmTransport::notice_changes() {
+    bool changed = false;
+    for (int peer = 0; peer < nranks_; ++peer) {
+        if (segments_[static_cast<size_t>(peer)] == nullptr || peer == rank_) continue;
+        for (int c = 0; c < channels_; ++c) {
+            const size_t stream = stream_index(peer, c);
+            uint64_t &seen = arrived_seen_[stream];
+            while (seen - received_[stream] < static_cast<uint64_t>(slots_) &&
+                   slot(queue(rank_, peer, c), seen)->ready.load(std::memory_order_acquire) == seen + 1) {
+                ++seen;
+                changed = true;
+            }
+            const uint64_t freed = queue(peer, rank_, c)->tail.load(std::memory_order_acquire);
+            if (freed != freed_seen_[stream]) {
+                freed_seen_[stream] = freed;
+                changed = true;
+            }
+        }
+    }
+    if (changed) local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return changed;
+}
+
+// The sleeper's half of the handshake: count itself among the sleepers
+// (a full barrier), then look at the queues once more, then sleep on the
+// doorbell. A peer whose news landed after that look sees the sleeper and
+// rings; one whose news landed before it is found by the look.
 void ShmTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     Segment *seg = segments_[static_cast<size_t>(rank_)];
     seg->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
-    futex(&seg->doorbell, FUTEX_WAIT, static_cast<uint32_t>(seen), &ts);
+    const uint32_t bell = seg->doorbell.load(std::memory_order_seq_cst);
+    notice_changes();
+    if (event_count() == seen) {
+        timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
+        futex(&seg->doorbell, FUTEX_WAIT, bell, &ts);
+    }
     seg->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 

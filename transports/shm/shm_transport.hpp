@@ -20,6 +20,7 @@
 // keeps a job's memory private to it.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,11 +67,18 @@ public:
 
     struct Segment;
     struct Queue;
+    struct SlotControl;
 
 private:
     ShmTransport() = default;
     Queue *queue(int owner, int sender, int channel) const;
+    SlotControl *slot(Queue *q, uint64_t position) const;
+    size_t stream_index(int peer, int channel) const {
+        return static_cast<size_t>(peer) * static_cast<size_t>(channels_) + static_cast<size_t>(channel);
+    }
     void ring(int rank);
+    void ring_if_asleep(int rank);
+    bool notice_changes();
     void populate_queues(const std::vector<int> &local_peers);
 
     int rank_ = -1;
@@ -79,6 +87,14 @@ private:
     int slots_ = 0;
     size_t slot_bytes_ = 0;
     size_t queue_stride_ = 0;
+    size_t slot_stride_ = 0;
+    // This rank's own view of each stream, by stream_index(peer, channel):
+    // messages sent and the slots it last saw given back (outbound);
+    // messages received and those it has seen arrive (inbound).
+    std::vector<uint64_t> sent_, freed_seen_, received_, arrived_seen_;
+    // Changes this rank noticed itself, which the doorbell (rung only for
+    // sleepers) does not count; event_count() adds them.
+    std::atomic<uint64_t> local_events_{0};
     size_t segment_bytes_ = 0;
     std::vector<Segment *> segments_; // by rank; nullptr for ranks not on this host
     std::vector<int> pids_;
