@@ -96,14 +96,12 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const Call &call,
     if (!failed) return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     Call completed = call;
     comm->complete(&completed);
+    if (request == nullptr) return report(comm, comm->run_blocking(completed));
     std::shared_ptr<Operation> op;
     st = comm->start(completed, request != nullptr, &op);
     if (!st) return report(comm, st);
-    if (request != nullptr) {
-        *request = new nnpccl_request{op, comm};
-        return NNPCCL_SUCCESS;
-    }
-    return report(comm, comm->engine->wait(*op));
+    *request = new nnpccl_request{op, comm};
+    return NNPCCL_SUCCESS;
 }
 
 nnpccl_result_t run_blocking(nnpccl_comm *comm, const Call &call) {

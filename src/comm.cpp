@@ -32,7 +32,7 @@ std::vector<Transport *> nnpccl_comm::active_transports() const {
     return out;
 }
 
-std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announcement *announcement) {
+void nnpccl_comm::number(const Call &call, Announcement *announcement, OperationName *name) {
     const bool p2p = is_point_to_point(call.collective);
     uint64_t sequence = 0;
     if (p2p) {
@@ -60,15 +60,19 @@ std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announce
         announcement->expected.collective = static_cast<uint32_t>(Collective::Send);
         announcement->expected.root = rank;
     }
+    name->collective = call.collective;
+    name->sequence = sequence;
+    name->count = call.count;
+    name->datatype = call.datatype;
+    name->op = call.op;
+    name->peer = call.root;
+    name->in_place = call.in_place;
+}
+
+std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announcement *announcement) {
     auto op = std::make_shared<Operation>();
-    op->name.collective = call.collective;
-    op->name.sequence = sequence;
-    op->name.count = call.count;
-    op->name.datatype = call.datatype;
-    op->name.op = call.op;
-    op->name.peer = call.root;
-    op->name.in_place = call.in_place;
-    if (p2p) {
+    number(call, announcement, &op->name);
+    if (is_point_to_point(call.collective)) {
         const bool sends = call.collective == Collective::Send;
         op->p2p.active = true;
         op->p2p.peer = call.root;
@@ -89,6 +93,35 @@ void nnpccl_comm::attach_run(Operation &op, std::shared_ptr<const Schedule> sche
 Status nnpccl_comm::start(const Call &call, bool background, std::shared_ptr<Operation> *out) {
     Plan plan;
     NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+    return start_planned(call, std::move(plan), background, out);
+}
+
+Status nnpccl_comm::run_blocking(const Call &call) {
+    Plan plan;
+    NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+    std::unique_lock<std::mutex> driving;
+    // Sends and receives queue, since their order against other pending
+    // ones is the queue's business; so do the tuner's trials and agreements.
+    const bool alone = plan.schedule != nullptr && plan.trial < 0 && !plan.sync_before && !plan.agree_after &&
+                       !is_point_to_point(call.collective) && engine->try_drive_alone(&driving);
+    if (!alone) {
+        std::shared_ptr<Operation> op;
+        NNPCCL_TRY(start_planned(call, std::move(plan), false, &op));
+        return engine->wait(*op);
+    }
+    Announcement announcement;
+    OperationName name;
+    number(call, &announcement, &name);
+    ScratchPool::Lease scratch = scratch_pool->acquire(plan.schedule->scratch_elems * call.elem_size);
+    if (blocking_run == nullptr)
+        blocking_run = std::make_unique<ScheduleRun>(std::move(plan.schedule), call, scratch.get(), announcement,
+                                                     route, reduce_scratch.data(), trace);
+    else
+        blocking_run->restart(std::move(plan.schedule), call, scratch.get(), announcement);
+    return engine->run_alone(*blocking_run, name);
+}
+
+Status nnpccl_comm::start_planned(const Call &call, Plan plan, bool background, std::shared_ptr<Operation> *out) {
     if (plan.sync_before) {
         Call barrier;
         barrier.collective = Collective::Barrier;

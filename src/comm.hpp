@@ -116,6 +116,12 @@ struct nnpccl_comm {
     // Queues a completed, validated call; returns its operation. Not
     // thread-safe: one thread issues a communicator's calls.
     nnpccl::Status start(const nnpccl::Call &call, bool background, std::shared_ptr<nnpccl::Operation> *out);
+    // Runs a completed, validated blocking call to its end. Where the
+    // engine has nothing queued and the call needs nothing but its
+    // schedule, it runs on this thread with no operation queued
+    // (Engine::run_alone, in the one reused `blocking_run`); otherwise it
+    // is started and waited for.
+    nnpccl::Status run_blocking(const nnpccl::Call &call);
     void set_last_error(const std::string &message);
     // The transports the engine drives: the decorators when emulating.
     std::vector<nnpccl::Transport *> active_transports() const;
@@ -125,6 +131,11 @@ private:
     // yet); its run, with scratch from the pool; and, after a size class's
     // last trial, the tuner's agreement (tuner.hpp).
     std::shared_ptr<nnpccl::Operation> new_operation(const nnpccl::Call &call, nnpccl::Announcement *announcement);
+    // Gives the call its sequence number, its announcement and its name.
+    void number(const nnpccl::Call &call, nnpccl::Announcement *announcement, nnpccl::OperationName *name);
+    nnpccl::Status start_planned(const nnpccl::Call &call, nnpccl::Plan plan, bool background,
+                                 std::shared_ptr<nnpccl::Operation> *out);
+    std::unique_ptr<nnpccl::ScheduleRun> blocking_run; // used under the engine's drive lock only
     void attach_run(nnpccl::Operation &op, std::shared_ptr<const nnpccl::Schedule> schedule,
                     const nnpccl::Call &call, const nnpccl::Announcement &announcement);
     void agree(const std::shared_ptr<nnpccl::TuningEntry> &tuning, const nnpccl::CollectiveArgs &tuned,

@@ -129,6 +129,50 @@ Status Engine::wait(Operation &op) {
     return op.result;
 }
 
+bool Engine::try_drive_alone(std::unique_lock<std::mutex> *driving) {
+    std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || failed_.load()) return false;
+    {
+        std::lock_guard<std::mutex> queued(queue_mutex_);
+        if (!queue_.empty()) return false;
+    }
+    *driving = std::move(lock);
+    return true;
+}
+
+Status Engine::run_alone(ScheduleRun &run, const OperationName &name) {
+    bool idle = false;
+    Clock::time_point idle_since{}, last_check{};
+    while (true) {
+        // abort() from another thread leaves failing to the driver.
+        if (failed_.load()) {
+            fail_locked_queue(failure());
+            return failure();
+        }
+        const uint64_t seen = event_count();
+        for (Transport *t : transports_) t->poll();
+        size_t progressed = 0;
+        if (Status st = run.advance(&progressed); !st) {
+            Status named(st.code(), name.text() + ": " + st.message());
+            fail_locked_queue(named);
+            return failure();
+        }
+        if (run.finished()) {
+            hand_over_pending_sends();
+            return Status::ok();
+        }
+        if (progressed > 0) {
+            idle = false;
+            continue;
+        }
+        if (!idle) {
+            idle = true;
+            idle_since = last_check = Clock::now();
+        }
+        if (!idle_wait(seen, idle_since, last_check, name, &run)) return failure();
+    }
+}
+
 Status Engine::close(const Deadline &deadline) {
     {
         std::lock_guard<std::mutex> driving(drive_mutex_);
@@ -227,13 +271,14 @@ uint64_t Engine::event_count() const {
     return sum;
 }
 
-bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check, Operation &op) {
+bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check,
+                       const OperationName &name, const ScheduleRun *run) {
     auto now = Clock::now();
     if (now - last_check >= kLivenessPeriod) {
         last_check = now;
         Status peers = check_peers();
         if (!peers) {
-            fail_locked_queue(Status(peers.code(), op.description() + ": " + peers.message()));
+            fail_locked_queue(Status(peers.code(), name.text() + ": " + peers.message()));
             return false;
         }
         if (now - idle_since >= std::chrono::seconds(timeout_sec_)) {
@@ -245,8 +290,8 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
             for (Transport *t : transports_)
                 if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
             fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s",
-                                            op.description().c_str(), timeout_sec_,
-                                            op.run != nullptr ? op.run->blocked_on().c_str() : "its turn",
+                                            name.text().c_str(), timeout_sec_,
+                                            run != nullptr ? run->blocked_on().c_str() : "its turn",
                                             silent.empty() ? "" : "; ", silent.c_str()));
             return false;
         }
@@ -391,7 +436,7 @@ void Engine::drive(Operation *target) {
             idle = true;
             idle_since = last_check = Clock::now();
         }
-        if (!idle_wait(seen, idle_since, last_check, *blocked)) return;
+        if (!idle_wait(seen, idle_since, last_check, blocked->name, blocked->run.get())) return;
     }
 }
 

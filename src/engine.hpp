@@ -107,6 +107,14 @@ public:
     void submit(const std::shared_ptr<Operation> &op, bool background);
     // Drives until `op` has finished; returns its result.
     Status wait(Operation &op);
+    // The short way for a blocking call: where nothing is queued and no
+    // thread drives, takes the drive lock into `driving` and returns true;
+    // the caller then runs its call with run_alone() before it lets go.
+    bool try_drive_alone(std::unique_lock<std::mutex> *driving);
+    // Runs `run` on the caller's thread to its end, as drive() would run it
+    // at the front of an empty queue, but with no Operation and no queue.
+    // Caller holds the lock try_drive_alone() gave it.
+    Status run_alone(ScheduleRun &run, const OperationName &name);
     // Destroy's end of the engine: drives until the queue is empty, stops the
     // progress thread, then waits (until `deadline`) for the last messages
     // to leave every transport. The flush runs under the drive lock with no
@@ -133,7 +141,11 @@ private:
     Status advance_front(size_t *progressed, std::shared_ptr<Operation> *front);
     void finish(const std::shared_ptr<Operation> &op, const Status &result);
     void fail_locked_queue(const Status &why);
-    bool idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check, Operation &op);
+    // One turn of waiting for the blocked `run` (of the operation `name`):
+    // spin, yield or sleep; false once it has failed the queue (liveness,
+    // NNPCCL_TIMEOUT).
+    bool idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check,
+                   const OperationName &name, const ScheduleRun *run);
     uint64_t event_count() const;
     void progress_thread_main();
     bool sends_pending() const;

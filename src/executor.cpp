@@ -18,6 +18,23 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &c
       message_scratch_(message_scratch), announced_(route.size() * schedule_->channels.size(), 0),
       verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {}
 
+void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
+                          const Announcement &announcement) {
+    schedule_ = std::move(schedule);
+    call_ = call;
+    scratch_ = scratch;
+    announcement_ = announcement;
+    elem_size_ = datatype_size(call.datatype);
+    const size_t channels = schedule_->channels.size();
+    cursor_.assign(channels, 0);
+    announced_.assign(route_.size() * channels, 0);
+    verified_.assign(route_.size() * channels, 0);
+    in_flight_.clear();
+    traced_.begun = false;
+    traced_.ended = false;
+    traced_.op = TraceRecorder::kNoOperation;
+}
+
 std::string describe(const OperationDescriptor &d) {
     const bool known = d.collective < std::size(kAllCollectives);
     const auto coll = static_cast<Collective>(d.collective);

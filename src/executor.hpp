@@ -63,6 +63,12 @@ public:
                 const Announcement &announcement, const std::vector<Transport *> &route, unsigned char *message_scratch,
                 std::shared_ptr<TraceRecorder> trace = nullptr);
 
+    // Makes this run the start of another operation over the same route,
+    // message scratch and trace, keeping what its buffers have allocated:
+    // a communicator reuses one run for its blocking calls.
+    void restart(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
+                 const Announcement &announcement);
+
     // Runs every step that can run now; *progressed counts them. An error
     // (a message of the wrong size, say) ends the run.
     Status advance(size_t *progressed);
