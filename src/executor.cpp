@@ -119,15 +119,20 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         size_t in_bytes = 0;
         const void *message = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
         if (message == nullptr) return false;
-        const size_t header = check_descriptor ? kDescriptorBytes : 0;
+        // The descriptor rides beside the message where the transport keeps room for it.
+        const bool beside = rx->header_room() >= sizeof(OperationDescriptor);
+        const size_t header = check_descriptor && !beside ? kDescriptorBytes : 0;
         if (check_descriptor) {
             OperationDescriptor theirs;
-            if (in_bytes >= kDescriptorBytes) std::memcpy(&theirs, message, sizeof theirs);
-            if (in_bytes < kDescriptorBytes || !(theirs == announcement_.expected)) {
+            const bool carried = beside || in_bytes >= kDescriptorBytes;
+            if (carried)
+                std::memcpy(&theirs, beside ? static_cast<const char *>(message) - rx->header_room() : message,
+                            sizeof theirs);
+            if (!carried || !(theirs == announcement_.expected)) {
                 const bool p2p = announcement_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
                 *status = invalid_usage(
                     "rank %d called %s where this rank called %s: %s", step.recv_peer,
-                    in_bytes < kDescriptorBytes ? "something else" : describe(theirs).c_str(),
+                    !carried ? "something else" : describe(theirs).c_str(),
                     describe(announcement_.descriptor).c_str(),
                     p2p ? "the n-th send to a rank must match that rank's n-th recv from the sender in count and "
                           "datatype"
@@ -144,10 +149,12 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         in = static_cast<const char *>(message) + header;
     }
     void *slot = nullptr;
+    const bool descriptor_beside = tx != nullptr && tx->header_room() >= sizeof(OperationDescriptor);
+    const size_t tx_header = send_descriptor && !descriptor_beside ? kDescriptorBytes : 0;
     if (tx != nullptr) {
         slot = tx->try_acquire_send(step.send_peer, channel);
         if (slot == nullptr) return false;
-        if (send_from == nullptr) out = static_cast<char *>(slot) + (send_descriptor ? kDescriptorBytes : 0);
+        if (send_from == nullptr) out = static_cast<char *>(slot) + tx_header;
     }
     // Everything the step needs is here: from now on it runs.
     const int64_t ran_ns = trace_ != nullptr ? trace_now_ns() : 0;
@@ -177,13 +184,14 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         verified_[stream_index(step.recv_peer, channel)] = 1;
     }
     if (tx != nullptr) {
-        if (send_descriptor) std::memcpy(slot, &announcement_.descriptor, sizeof announcement_.descriptor);
-        const size_t header = send_descriptor ? kDescriptorBytes : 0;
+        if (send_descriptor)
+            std::memcpy(descriptor_beside ? static_cast<char *>(slot) - tx->header_room() : slot,
+                        &announcement_.descriptor, sizeof announcement_.descriptor);
         if (send_from != nullptr) {
-            const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, header, send_from, bytes);
+            const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, tx_header, send_from, bytes);
             in_flight_.push_back({tx, step.send_peer, channel, ticket, send_from, send_from + bytes});
         } else {
-            tx->commit_send(step.send_peer, channel, bytes + header);
+            tx->commit_send(step.send_peer, channel, bytes + tx_header);
         }
         announced_[stream_index(step.send_peer, channel)] = 1;
     }

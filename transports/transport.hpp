@@ -26,6 +26,13 @@ public:
     // The largest message a stream carries; schedules are cut into chunks no larger.
     virtual size_t max_message_bytes() const = 0;
 
+    // Bytes the transport keeps just before every send buffer and received
+    // message, which travel with the message: a sender's fixed-size
+    // header that fits goes there rather than in front of the data
+    // (shm keeps it in the line it signals the message with, so the
+    // receiver gets both in one cache line). 0: headers go in the message.
+    virtual size_t header_room() const { return 0; }
+
     // A buffer of max_message_bytes() for the next message to `peer`, or
     // nullptr while every buffer is still in flight. Asking again without a
     // commit returns the same buffer.

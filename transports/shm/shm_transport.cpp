@@ -89,7 +89,9 @@ struct ShmTransport::Queue {
 struct ShmTransport::SlotControl {
     alignas(kCacheLine) std::atomic<uint64_t> ready;
     uint64_t bytes;
+    unsigned char header[kCacheLine - 2 * sizeof(uint64_t)]; // header_room(): a sender's header
 };
+static_assert(sizeof(ShmTransport::SlotControl) == kCacheLine);
 
 namespace {
 
@@ -302,6 +304,8 @@ ShmTransport::SlotControl *ShmTransport::slot(Queue *q, uint64_t position) const
     return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) +
                                            (position % static_cast<uint64_t>(slots_)) * slot_stride_);
 }
+
+size_t ShmTransport::header_room() const { return sizeof(SlotControl::header); }
 
 void ShmTransport::ring(int rank) {
     Segment *seg = segments_[static_cast<size_t>(rank)];
