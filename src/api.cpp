@@ -92,8 +92,10 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const Call &call,
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     Status st = validate(comm, call);
     if (!st) return report(comm, st);
-    Status failed = comm->engine->failure();
-    if (!failed) return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
+    if (comm->engine->failed()) {
+        Status failed = comm->engine->failure();
+        return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
+    }
     Call completed = call;
     comm->complete(&completed);
     if (request == nullptr) return report(comm, comm->run_blocking(completed));

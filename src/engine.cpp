@@ -51,6 +51,7 @@ void Engine::submit(const std::shared_ptr<Operation> &op, bool background) {
         return;
     }
     queue_.push_back(op);
+    queued_.store(queue_.size(), std::memory_order_release);
     if (background) {
         ensure_progress_thread();
         queue_changed_.notify_one();
@@ -130,12 +131,11 @@ Status Engine::wait(Operation &op) {
 }
 
 bool Engine::try_drive_alone(std::unique_lock<std::mutex> *driving) {
+    // An operation queued by another thread after this look waits behind
+    // this call, as it would behind any driver.
+    if (queued_.load(std::memory_order_acquire) != 0 || failed_.load()) return false;
     std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
-    if (!lock.owns_lock() || failed_.load()) return false;
-    {
-        std::lock_guard<std::mutex> queued(queue_mutex_);
-        if (!queue_.empty()) return false;
-    }
+    if (!lock.owns_lock()) return false;
     *driving = std::move(lock);
     return true;
 }
@@ -223,6 +223,7 @@ void Engine::fail_locked_queue(const Status &why) {
             LOG_WARN("communicator failed: %s", why.message().c_str());
         }
         doomed.swap(queue_);
+        queued_.store(0, std::memory_order_release);
     }
     for (Transport *t : transports_) t->announce_abort(failure());
     // The peers hear why before a transport drops its connections (ofi's
@@ -400,6 +401,7 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
             }
             done = queue_.front();
             queue_.pop_front();
+            queued_.store(queue_.size(), std::memory_order_release);
         }
         finish(done, Status::ok());
         ++*progressed;

@@ -126,6 +126,7 @@ public:
     void abort(const Status &why);
     // The error that failed the engine, or ok.
     Status failure() const;
+    bool failed() const { return failed_.load(); }
     // Checked with the transports' own liveness every 100 ms while waiting
     // (the rendezvous root's reports of dead ranks).
     void set_job_check(std::function<Status()> check) { job_check_ = std::move(check); }
@@ -166,6 +167,7 @@ private:
 
     mutable std::mutex queue_mutex_;
     std::deque<std::shared_ptr<Operation>> queue_;
+    std::atomic<size_t> queued_{0}; // queue_.size(), readable without the lock
     std::condition_variable queue_changed_;
     std::mutex drive_mutex_; // held by whichever thread drives
     // advance_front's operations, kept to spare the driving loop an allocation per turn.
