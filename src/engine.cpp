@@ -299,7 +299,7 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
     }
     auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since).count();
     if (idle_us < spin_us_) {
-        for (int i = 0; i < 16; ++i) cpu_relax();
+        cpu_relax(); // one pause: tens of ns on recent cores, so a wait ends soon after its answer lands
     } else if (idle_us < spin_us_ + kYieldPhaseUs) {
         sched_yield();
     } else if (transports_.size() == 1) {
