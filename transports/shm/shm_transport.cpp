@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap.hpp"
 #include "bootstrap_wire.hpp"
@@ -44,6 +45,18 @@ int64_t monotonic_ns() {
 long futex(std::atomic<uint32_t> *addr, int op, uint32_t value, const timespec *timeout) {
     // The segment is shared between processes: no FUTEX_PRIVATE_FLAG.
     return syscall(SYS_futex, reinterpret_cast<uint32_t *>(addr), op, value, timeout, nullptr, 0);
+}
+
+// A peer's segment that cannot be opened or mapped is usually the sign of
+// a peer that failed or aborted during set-up (its descriptor is gone):
+// give the bootstrap a moment to say so, and report that instead.
+Status peer_failure_or(Bootstrap &bootstrap, Status original) {
+    const Deadline grace = Deadline::after_seconds(1);
+    while (!grace.passed()) {
+        if (Status job = bootstrap.check_job(); !job) return job;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return original;
 }
 
 } // namespace
@@ -206,6 +219,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     std::string mine = std::to_string(getpid()) + " " + std::to_string(fd);
     std::vector<std::string> all;
     st = bootstrap.allgather(mine, deadline, &all);
+    const bool gathered = st.is_ok();
     for (int peer : local_peers) {
         if (!st || peer == t->rank_) continue;
         const std::string &entry = all[static_cast<size_t>(peer)];
@@ -250,6 +264,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     }
     // Once every rank has mapped what it needs, the descriptor has served:
     // the mappings keep the memory alive.
+    if (gathered && !st) st = peer_failure_or(bootstrap, st);
     if (st) t->populate_queues(local_peers);
     Status barrier = st ? bootstrap.barrier(deadline) : st;
     close(fd);

@@ -1,17 +1,25 @@
 // Shared-memory transport for ranks on one host.
 //
-// Every rank owns one POSIX shared-memory segment holding its inbound
-// queues: one single-producer/single-consumer ring of `slots` fixed-size
-// slots per (sending peer, channel). A sender writes its message straight
-// into a free slot of the receiver's queue; the receiver reduces straight out
-// of it. Cost per message: one copy in, one pass out, two cache-line
-// handoffs (head and tail counters).
+// Every rank owns one shared-memory segment holding its inbound queues:
+// one single-producer/single-consumer ring of `slots` fixed-size slots per
+// (sending peer, channel). A slot is a control line (the slot's position
+// in the stream once it holds a message, the message's size, and 48 bytes
+// where the sender's header rides: header_room()) followed by the message.
+// A sender writes its message straight into a free slot of the receiver's
+// queue, then the control line; the receiver polls the control line and
+// reduces straight out of the slot. Each side counts its own position, and
+// the sender reads the receiver's count of freed slots only when its own
+// copy says the queue is full. Cost per message: one copy in, one pass
+// out, and the lines of the control and the message changing hands.
 //
-// Waiting: each segment carries a doorbell word. Whoever changes something a
-// rank may wait for (new data in its queue, a freed slot in a queue it sends
-// to) bumps that rank's doorbell and, only if the rank sleeps, wakes it with
-// a futex. So a rank spins briefly and then sleeps without missing a wake-up,
-// and 8 ranks on 2 cores still make progress.
+// Waiting: each segment carries a doorbell word and a count of sleepers. A
+// rank going to sleep counts itself, looks at its streams once more, then
+// sleeps on the doorbell with a futex; whoever changes something a rank
+// may wait for (new data in its queue, a freed slot in a queue it sends
+// to) rings that rank's doorbell only when the count says it sleeps (after
+// a full fence, so the two sides cannot miss each other). So ranks that
+// poll pay nothing for the doorbell, a rank spins briefly and then sleeps
+// without missing a wake-up, and 8 ranks on 2 cores still make progress.
 //
 // Hygiene: segments are anonymous (memfd) and never appear in /dev/shm, so
 // nothing can be left there, whenever a rank is killed. Peers map them
