@@ -126,8 +126,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
             OperationDescriptor theirs;
             const bool carried = beside || in_bytes >= kDescriptorBytes;
             if (carried)
-                std::memcpy(&theirs, beside ? static_cast<const char *>(message) - rx->header_room() : message,
-                            sizeof theirs);
+                std::memcpy(&theirs, beside ? rx->recv_header(step.recv_peer, channel) : message, sizeof theirs);
             if (!carried || !(theirs == announcement_.expected)) {
                 const bool p2p = announcement_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
                 *status = invalid_usage(
@@ -152,7 +151,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     const bool descriptor_beside = tx != nullptr && tx->header_room() >= sizeof(OperationDescriptor);
     const size_t tx_header = send_descriptor && !descriptor_beside ? kDescriptorBytes : 0;
     if (tx != nullptr) {
-        slot = tx->try_acquire_send(step.send_peer, channel);
+        slot = tx->try_acquire_send(step.send_peer, channel, bytes + tx_header);
         if (slot == nullptr) return false;
         if (send_from == nullptr) out = static_cast<char *>(slot) + tx_header;
     }
@@ -185,8 +184,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     if (tx != nullptr) {
         if (send_descriptor)
-            std::memcpy(descriptor_beside ? static_cast<char *>(slot) - tx->header_room() : slot,
-                        &announcement_.descriptor, sizeof announcement_.descriptor);
+            std::memcpy(descriptor_beside ? tx->send_header(step.send_peer, channel) : slot, &announcement_.descriptor,
+                        sizeof announcement_.descriptor);
         if (send_from != nullptr) {
             const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, tx_header, send_from, bytes);
             in_flight_.push_back({tx, step.send_peer, channel, ticket, send_from, send_from + bytes});

@@ -26,17 +26,24 @@ public:
     // The largest message a stream carries; schedules are cut into chunks no larger.
     virtual size_t max_message_bytes() const = 0;
 
-    // Bytes the transport keeps just before every send buffer and received
-    // message, which travel with the message: a sender's fixed-size
-    // header that fits goes there rather than in front of the data
-    // (shm keeps it in the line it signals the message with, so the
-    // receiver gets both in one cache line). 0: headers go in the message.
+    // Bytes the transport keeps beside every message, which travel with
+    // it: a sender's fixed-size header that fits goes there rather than in
+    // front of the data (shm keeps it in the line it signals the message
+    // with, so the receiver gets both in one cache line). 0: headers go in
+    // the message. send_header() is the room of the buffer
+    // try_acquire_send() gave last; recv_header() that of the message
+    // try_peek_recv() gave.
     virtual size_t header_room() const { return 0; }
+    virtual void *send_header(int /*peer*/, int /*channel*/) { return nullptr; }
+    virtual const void *recv_header(int /*peer*/, int /*channel*/) const { return nullptr; }
 
-    // A buffer of max_message_bytes() for the next message to `peer`, or
-    // nullptr while every buffer is still in flight. Asking again without a
-    // commit returns the same buffer.
-    virtual void *try_acquire_send(int peer, int channel) = 0;
+    // A buffer for the next message to `peer`, of `bytes` (what the
+    // message will be, at most max_message_bytes()), or nullptr while the
+    // buffers are still in flight. Asking again for as many bytes without a
+    // commit returns the same buffer. (A transport may keep small messages
+    // apart from large ones.)
+    virtual void *try_acquire_send(int peer, int channel, size_t bytes) = 0;
+    void *try_acquire_send(int peer, int channel) { return try_acquire_send(peer, channel, max_message_bytes()); }
     // Sends the first `bytes` of the acquired buffer.
     virtual void commit_send(int peer, int channel, size_t bytes) = 0;
 

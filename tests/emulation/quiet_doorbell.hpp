@@ -16,7 +16,10 @@ public:
     explicit QuietDoorbell(nnpccl::Transport *inner) : inner_(inner) {}
     const char *name() const override { return "quiet"; }
     size_t max_message_bytes() const override { return inner_->max_message_bytes(); }
-    void *try_acquire_send(int peer, int channel) override { return inner_->try_acquire_send(peer, channel); }
+    using Transport::try_acquire_send;
+    void *try_acquire_send(int peer, int channel, size_t bytes) override {
+        return inner_->try_acquire_send(peer, channel, bytes);
+    }
     void commit_send(int peer, int channel, size_t bytes) override { inner_->commit_send(peer, channel, bytes); }
     const void *try_peek_recv(int peer, int channel, size_t *bytes) override {
         return inner_->try_peek_recv(peer, channel, bytes);

@@ -288,6 +288,57 @@ int mixed_with_collectives(int rank, int nranks, const nnpccl_unique_id_t &id) {
     return failures;
 }
 
+// Messages of sizes on both sides of what a shm cell carries (192 bytes)
+// and of the chunk, interleaved on one stream and posted all at once, so
+// the cells and the chunk slots each wrap many times while the other is
+// in use: every message arrives whole and in order. Then the same sizes
+// as blocking collectives, whose first message carries the descriptor.
+int mixed_sizes(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = join(rank, nranks, id);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    std::vector<size_t> counts; // bytes
+    for (int round = 0; round < 6; ++round)
+        for (size_t bytes : {1, 191, 192, 193, 64, 4096, 4097, 0, 8, 12000, 200, 190})
+            counts.push_back(bytes + static_cast<size_t>(round % 3));
+    const int peer = rank == 0 ? 1 : 0;
+    std::vector<std::vector<unsigned char>> bufs(counts.size());
+    std::vector<nnpccl_request_t> reqs(counts.size(), nullptr);
+    if (rank <= 1) {
+        for (size_t k = 0; k < counts.size(); ++k) {
+            bufs[k].assign(counts[k] + 1, 0);
+            for (size_t i = 0; rank == 0 && i < counts[k]; ++i)
+                bufs[k][i] = static_cast<unsigned char>(k * 31 + i * 7 + 1);
+            EXPECT((rank == 0 ? nnpccl_isend(bufs[k].data(), counts[k], NNPCCL_UINT8, peer, comm, &reqs[k])
+                              : nnpccl_irecv(bufs[k].data(), counts[k], NNPCCL_UINT8, peer, comm, &reqs[k])) ==
+                   NNPCCL_SUCCESS);
+        }
+        size_t wrong = 0;
+        for (size_t k = 0; k < counts.size(); ++k) {
+            EXPECT(nnpccl_wait(reqs[k]) == NNPCCL_SUCCESS);
+            for (size_t i = 0; rank == 1 && i < counts[k]; ++i)
+                wrong += bufs[k][i] != static_cast<unsigned char>(k * 31 + i * 7 + 1);
+            wrong += bufs[k].back() != 0;
+        }
+        EXPECT(wrong == 0);
+    }
+    for (size_t bytes : {4, 188, 192, 196, 4096, 12004}) {
+        const size_t n = bytes / 4;
+        std::vector<int32_t> mine(n * static_cast<size_t>(nranks)), out(n * static_cast<size_t>(nranks), -1);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int32_t>(rank + 1 + i);
+        EXPECT(nnpccl_allreduce(mine.data(), out.data(), n, NNPCCL_INT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; ++i)
+            wrong += out[i] != static_cast<int32_t>(static_cast<size_t>(nranks) * (nranks + 1) / 2 + nranks * i);
+        EXPECT(nnpccl_allgather(mine.data(), out.data(), n, NNPCCL_INT32, comm) == NNPCCL_SUCCESS);
+        for (size_t q = 0; q < static_cast<size_t>(nranks); ++q)
+            for (size_t i = 0; i < n; ++i) wrong += out[q * n + i] != static_cast<int32_t>(q + 1 + i);
+        EXPECT(wrong == 0);
+    }
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
 // Rank 0 sends `send_count` x `send_dt` to rank 1, which receives
 // `recv_count` x float32; rank 2 (if any) takes no part. Both must end in
 // NNPCCL_ERR_INVALID_USAGE within seconds: the receiver at its recv; the
@@ -348,6 +399,11 @@ TEST_CASE("hundreds of sends posted before their receives all complete", "[mp][p
         INFO(nranks << " ranks");
         CHECK(run_local_ranks(nranks, many_pending) == 0);
     }
+}
+
+TEST_CASE("messages either side of a shm cell's size and of the chunk interleave whole and in order", "[mp][p2p]") {
+    CHECK(run_local_ranks(2, mixed_sizes) == 0);
+    CHECK(run_local_ranks(3, mixed_sizes) == 0);
 }
 
 TEST_CASE("sends to one peer arrive in issue order, and a relayed buffer leaves only once filled", "[mp][p2p]") {

@@ -284,9 +284,9 @@ EmulatedTransport::Stream &EmulatedTransport::stream(int peer, int channel) {
     return by_channel[c];
 }
 
-void *EmulatedTransport::try_acquire_send(int peer, int channel) {
+void *EmulatedTransport::try_acquire_send(int peer, int channel, size_t bytes) {
     Stream &s = stream(peer, channel);
-    if (s.path == nullptr) return inner_->try_acquire_send(peer, channel);
+    if (s.path == nullptr) return inner_->try_acquire_send(peer, channel, bytes);
     // A full queue may have a due message at its front: hand it over now
     // rather than wait for the next poll, so the link never idles for it.
     if (s.count == s.ring.size() && deliver_due(peer, channel, s, emulation_now_ns()) == 0) return nullptr;
@@ -315,7 +315,7 @@ size_t EmulatedTransport::deliver_due(int peer, int channel, Stream &s, int64_t 
     while (s.count > 0) {
         HeldMessage &front = s.ring[s.first];
         if (front.due_ns > now_ns) break;
-        void *slot = inner_->try_acquire_send(peer, channel);
+        void *slot = inner_->try_acquire_send(peer, channel, front.bytes);
         if (slot == nullptr) break; // the receiver has not freed a slot: try again next pass
         std::memcpy(slot, front.buffer.get(), front.bytes);
         inner_->commit_send(peer, channel, front.bytes);

@@ -616,7 +616,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     return Status::ok();
 }
 
-void *OfiTransport::try_acquire_send(int peer, int channel) {
+void *OfiTransport::try_acquire_send(int peer, int channel, size_t /*bytes*/) {
     Stream &s = impl_->stream(peer, channel);
     if (!impl_->error.is_ok() || s.send_mem == nullptr) return nullptr;
     SlotOp &op = s.send_ops[s.send_seq % static_cast<uint64_t>(impl_->slots)];

@@ -87,16 +87,28 @@ struct ShmTransport::Segment {
     std::atomic<uint32_t> departed;
 };
 
-// One inbound stream: `slots` slots, each a control line followed by the
-// message. The sender fills a slot's message, then its control line's
-// size and, last, `ready` (the slot's position in the stream, plus one);
-// the receiver polls `ready`, so a message costs the receiver one line for
-// the control and the message's own lines, and the sender nothing more: it
-// keeps its position to itself and reads `tail` (the receiver's count of
-// slots given back) only when its own copy says the queue is full.
+// One inbound stream: a ring of kCells cells, then `slots` slots. Every
+// message takes the cell of its position in the stream: a control line
+// (`ready`: the position plus one once the message is there; its size; 48
+// bytes where the sender's header rides) followed by kInlineBytes of room.
+// A message that fits there is carried in its cell; a larger one in slot
+// (position mod slots). The sender fills the message, then the control
+// line's size and, last, `ready`; the receiver polls `ready`. Each side
+// counts its own position, and the sender reads `tail` (the receiver's
+// count of messages given back) only when its own copy says the cell, or
+// for a large message the slot, may still be in use.
+//
+// Why cells: small messages (the descriptor and a few floats) then cost
+// the receiver the one or few lines of their cell, in a ring it reads in
+// order, which the hardware prefetches; and a stream holds kCells of them,
+// so a rank that only sends (a broadcast's root) runs that many calls
+// ahead of its receivers rather than `slots`.
+constexpr uint64_t kCells = 64;
+constexpr size_t kInlineBytes = 192;
+
 struct ShmTransport::Queue {
     alignas(kCacheLine) std::atomic<uint64_t> tail;
-    // Followed by the slots, from the next line.
+    // Followed by the cells, from the next line, then the slots.
 };
 
 struct ShmTransport::SlotControl {
@@ -108,10 +120,14 @@ static_assert(sizeof(ShmTransport::SlotControl) == kCacheLine);
 
 namespace {
 
-size_t slot_stride(size_t slot_bytes) { return sizeof(ShmTransport::SlotControl) + round_up(slot_bytes, kCacheLine); }
+constexpr size_t kCellBytes = sizeof(ShmTransport::SlotControl) + kInlineBytes;
+constexpr size_t kSlotsOffset = sizeof(ShmTransport::Queue) + kCells * kCellBytes;
+static_assert(kCellBytes % kCacheLine == 0);
+
+size_t slot_stride(size_t slot_bytes) { return round_up(slot_bytes, kCacheLine); }
 size_t segment_header_bytes() { return round_up(sizeof(ShmTransport::Segment), kPage); }
 size_t queue_bytes(int slots, size_t slot_bytes) {
-    return round_up(sizeof(ShmTransport::Queue) + static_cast<size_t>(slots) * slot_stride(slot_bytes), kPage);
+    return round_up(kSlotsOffset + static_cast<size_t>(slots) * slot_stride(slot_bytes), kPage);
 }
 
 } // namespace
@@ -315,9 +331,13 @@ ShmTransport::~ShmTransport() {
         if (seg != nullptr) munmap(seg, segment_bytes_);
 }
 
-ShmTransport::SlotControl *ShmTransport::slot(Queue *q, uint64_t position) const {
-    return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) +
-                                           (position % static_cast<uint64_t>(slots_)) * slot_stride_);
+ShmTransport::SlotControl *ShmTransport::cell(Queue *q, uint64_t position) const {
+    return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) + (position % kCells) * kCellBytes);
+}
+
+char *ShmTransport::message_at(Queue *q, uint64_t position, size_t bytes) const {
+    if (bytes <= kInlineBytes) return reinterpret_cast<char *>(cell(q, position) + 1);
+    return reinterpret_cast<char *>(q) + kSlotsOffset + (position % static_cast<uint64_t>(slots_)) * slot_stride_;
 }
 
 size_t ShmTransport::header_room() const { return sizeof(SlotControl::header); }
@@ -339,21 +359,29 @@ void ShmTransport::ring_if_asleep(int rank) {
     if (seg->sleepers.load(std::memory_order_relaxed) != 0) ring(rank);
 }
 
-void *ShmTransport::try_acquire_send(int peer, int channel) {
+void *ShmTransport::try_acquire_send(int peer, int channel, size_t bytes) {
     const size_t stream = stream_index(peer, channel);
     const uint64_t head = sent_[stream];
-    if (head - freed_seen_[stream] >= static_cast<uint64_t>(slots_)) {
-        freed_seen_[stream] = queue(peer, rank_, channel)->tail.load(std::memory_order_acquire);
-        if (head - freed_seen_[stream] >= static_cast<uint64_t>(slots_)) return nullptr;
+    // A cell is free once the message kCells back was given back; a slot
+    // once the message `slots` back was (its slot's last user at the most).
+    const uint64_t in_use = bytes <= kInlineBytes ? kCells : std::min<uint64_t>(kCells, static_cast<uint64_t>(slots_));
+    Queue *q = queue(peer, rank_, channel);
+    if (head - freed_seen_[stream] >= in_use) {
+        freed_seen_[stream] = q->tail.load(std::memory_order_acquire);
+        if (head - freed_seen_[stream] >= in_use) return nullptr;
         local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    return slot(queue(peer, rank_, channel), head) + 1;
+    return message_at(q, head, bytes);
+}
+
+void *ShmTransport::send_header(int peer, int channel) {
+    return cell(queue(peer, rank_, channel), sent_[stream_index(peer, channel)])->header;
 }
 
 void ShmTransport::commit_send(int peer, int channel, size_t bytes) {
     const size_t stream = stream_index(peer, channel);
     const uint64_t head = sent_[stream]++;
-    SlotControl *control = slot(queue(peer, rank_, channel), head);
+    SlotControl *control = cell(queue(peer, rank_, channel), head);
     control->bytes = bytes;
     control->ready.store(head + 1, std::memory_order_release);
     ring_if_asleep(peer);
@@ -362,14 +390,19 @@ void ShmTransport::commit_send(int peer, int channel, size_t bytes) {
 const void *ShmTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
     const size_t stream = stream_index(peer, channel);
     const uint64_t tail = received_[stream];
-    SlotControl *control = slot(queue(rank_, peer, channel), tail);
+    Queue *q = queue(rank_, peer, channel);
+    SlotControl *control = cell(q, tail);
     if (control->ready.load(std::memory_order_acquire) != tail + 1) return nullptr;
     if (arrived_seen_[stream] == tail) {
         arrived_seen_[stream] = tail + 1;
         local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     *bytes = control->bytes;
-    return control + 1;
+    return message_at(q, tail, control->bytes);
+}
+
+const void *ShmTransport::recv_header(int peer, int channel) const {
+    return cell(queue(rank_, peer, channel), received_[stream_index(peer, channel)])->header;
 }
 
 void ShmTransport::release_recv(int peer, int channel) {
@@ -395,8 +428,8 @@ bool ShmTransport::notice_changes() {
         for (int c = 0; c < channels_; ++c) {
             const size_t stream = stream_index(peer, c);
             uint64_t &seen = arrived_seen_[stream];
-            while (seen - received_[stream] < static_cast<uint64_t>(slots_) &&
-                   slot(queue(rank_, peer, c), seen)->ready.load(std::memory_order_acquire) == seen + 1) {
+            while (seen - received_[stream] < kCells &&
+                   cell(queue(rank_, peer, c), seen)->ready.load(std::memory_order_acquire) == seen + 1) {
                 ++seen;
                 changed = true;
             }

@@ -1,16 +1,18 @@
 // Shared-memory transport for ranks on one host.
 //
 // Every rank owns one shared-memory segment holding its inbound queues:
-// one single-producer/single-consumer ring of `slots` fixed-size slots per
-// (sending peer, channel). A slot is a control line (the slot's position
-// in the stream once it holds a message, the message's size, and 48 bytes
-// where the sender's header rides: header_room()) followed by the message.
-// A sender writes its message straight into a free slot of the receiver's
-// queue, then the control line; the receiver polls the control line and
-// reduces straight out of the slot. Each side counts its own position, and
-// the sender reads the receiver's count of freed slots only when its own
-// copy says the queue is full. Cost per message: one copy in, one pass
-// out, and the lines of the control and the message changing hands.
+// one single-producer/single-consumer queue per (sending peer, channel),
+// a ring of 64 cells followed by `slots` chunk-sized slots. A message
+// takes the cell of its position in the stream: a control line (the
+// position once the message is there, its size, and 48 bytes where the
+// sender's header rides: header_room()) and 192 bytes that carry a small
+// message; a larger one goes in a slot. A sender writes its message
+// straight into the receiver's queue, then the control line; the receiver
+// polls the control line and reduces straight out of the cell or slot.
+// Each side counts its own position, and the sender reads the receiver's
+// count of freed messages only when its own copy says the cell or slot may
+// still be in use. Cost per message: one copy in, one pass out, and the
+// lines of the cell (and slot) changing hands.
 //
 // Waiting: each segment carries a doorbell word and a count of sleepers. A
 // rank going to sleep counts itself, looks at its streams once more, then
@@ -64,7 +66,9 @@ public:
     int spin_hint_us() const override { return 20; } // a peer in shared memory answers within microseconds
     size_t max_message_bytes() const override { return slot_bytes_; }
     size_t header_room() const override;
-    void *try_acquire_send(int peer, int channel) override;
+    void *try_acquire_send(int peer, int channel, size_t bytes) override;
+    void *send_header(int peer, int channel) override;
+    const void *recv_header(int peer, int channel) const override;
     void commit_send(int peer, int channel, size_t bytes) override;
     const void *try_peek_recv(int peer, int channel, size_t *bytes) override;
     void release_recv(int peer, int channel) override;
@@ -81,7 +85,9 @@ public:
 private:
     ShmTransport() = default;
     Queue *queue(int owner, int sender, int channel) const;
-    SlotControl *slot(Queue *q, uint64_t position) const;
+    SlotControl *cell(Queue *q, uint64_t position) const;
+    // Where the message of `bytes` at `position` lies: in its cell, or in a slot.
+    char *message_at(Queue *q, uint64_t position, size_t bytes) const;
     size_t stream_index(int peer, int channel) const {
         return static_cast<size_t>(peer) * static_cast<size_t>(channels_) + static_cast<size_t>(channel);
     }
