@@ -38,10 +38,10 @@ public:
     virtual const void *recv_header(int /*peer*/, int /*channel*/) const { return nullptr; }
 
     // A buffer for the next message to `peer`, of `bytes` (what the
-    // message will be, at most max_message_bytes()), or nullptr while the
-    // buffers are still in flight. Asking again for as many bytes without a
-    // commit returns the same buffer. (A transport may keep small messages
-    // apart from large ones.)
+    // message will be, at most max_message_bytes(); it may be committed
+    // shorter), or nullptr while the buffers are still in flight. Asking
+    // again for as many bytes without a commit returns the same buffer. (A
+    // transport may keep small messages apart from large ones.)
     virtual void *try_acquire_send(int peer, int channel, size_t bytes) = 0;
     void *try_acquire_send(int peer, int channel) { return try_acquire_send(peer, channel, max_message_bytes()); }
     // Sends the first `bytes` of the acquired buffer.

@@ -105,6 +105,7 @@ struct ShmTransport::Segment {
 // ahead of its receivers rather than `slots`.
 constexpr uint64_t kCells = 64;
 constexpr size_t kInlineBytes = 192;
+constexpr uint64_t kInSlot = uint64_t{1} << 63; // in a control line's size: the message is in its slot
 
 struct ShmTransport::Queue {
     alignas(kCacheLine) std::atomic<uint64_t> tail;
@@ -186,6 +187,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->slot_stride_ = slot_stride(t->slot_bytes_);
     const size_t streams = static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels);
     t->sent_.assign(streams, 0);
+    t->sending_in_slot_.assign(streams, 0);
     t->freed_seen_.assign(streams, 0);
     t->received_.assign(streams, 0);
     t->arrived_seen_.assign(streams, 0);
@@ -335,8 +337,8 @@ ShmTransport::SlotControl *ShmTransport::cell(Queue *q, uint64_t position) const
     return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) + (position % kCells) * kCellBytes);
 }
 
-char *ShmTransport::message_at(Queue *q, uint64_t position, size_t bytes) const {
-    if (bytes <= kInlineBytes) return reinterpret_cast<char *>(cell(q, position) + 1);
+char *ShmTransport::message_at(Queue *q, uint64_t position, bool in_slot) const {
+    if (!in_slot) return reinterpret_cast<char *>(cell(q, position) + 1);
     return reinterpret_cast<char *>(q) + kSlotsOffset + (position % static_cast<uint64_t>(slots_)) * slot_stride_;
 }
 
@@ -364,14 +366,16 @@ void *ShmTransport::try_acquire_send(int peer, int channel, size_t bytes) {
     const uint64_t head = sent_[stream];
     // A cell is free once the message kCells back was given back; a slot
     // once the message `slots` back was (its slot's last user at the most).
-    const uint64_t in_use = bytes <= kInlineBytes ? kCells : std::min<uint64_t>(kCells, static_cast<uint64_t>(slots_));
+    const bool in_slot = bytes > kInlineBytes;
+    const uint64_t in_use = in_slot ? std::min<uint64_t>(kCells, static_cast<uint64_t>(slots_)) : kCells;
     Queue *q = queue(peer, rank_, channel);
     if (head - freed_seen_[stream] >= in_use) {
         freed_seen_[stream] = q->tail.load(std::memory_order_acquire);
         if (head - freed_seen_[stream] >= in_use) return nullptr;
         local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    return message_at(q, head, bytes);
+    sending_in_slot_[stream] = in_slot;
+    return message_at(q, head, in_slot);
 }
 
 void *ShmTransport::send_header(int peer, int channel) {
@@ -382,7 +386,9 @@ void ShmTransport::commit_send(int peer, int channel, size_t bytes) {
     const size_t stream = stream_index(peer, channel);
     const uint64_t head = sent_[stream]++;
     SlotControl *control = cell(queue(peer, rank_, channel), head);
-    control->bytes = bytes;
+    // Where the message was written, as acquired: a message may come out
+    // shorter than the size it was acquired for.
+    control->bytes = bytes | (sending_in_slot_[stream] ? kInSlot : 0);
     control->ready.store(head + 1, std::memory_order_release);
     ring_if_asleep(peer);
 }
@@ -397,8 +403,9 @@ const void *ShmTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
         arrived_seen_[stream] = tail + 1;
         local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    *bytes = control->bytes;
-    return message_at(q, tail, control->bytes);
+    const uint64_t word = control->bytes;
+    *bytes = word & ~kInSlot;
+    return message_at(q, tail, (word & kInSlot) != 0);
 }
 
 const void *ShmTransport::recv_header(int peer, int channel) const {

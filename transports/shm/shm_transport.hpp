@@ -86,8 +86,8 @@ private:
     ShmTransport() = default;
     Queue *queue(int owner, int sender, int channel) const;
     SlotControl *cell(Queue *q, uint64_t position) const;
-    // Where the message of `bytes` at `position` lies: in its cell, or in a slot.
-    char *message_at(Queue *q, uint64_t position, size_t bytes) const;
+    // Where the message at `position` lies: in its cell, or in a slot.
+    char *message_at(Queue *q, uint64_t position, bool in_slot) const;
     size_t stream_index(int peer, int channel) const {
         return static_cast<size_t>(peer) * static_cast<size_t>(channels_) + static_cast<size_t>(channel);
     }
@@ -107,6 +107,7 @@ private:
     // messages sent and the slots it last saw given back (outbound);
     // messages received and those it has seen arrive (inbound).
     std::vector<uint64_t> sent_, freed_seen_, received_, arrived_seen_;
+    std::vector<uint8_t> sending_in_slot_; // where the buffer try_acquire_send gave last lies
     // Changes this rank noticed itself, which the doorbell (rung only for
     // sleepers) does not count; event_count() adds them.
     std::atomic<uint64_t> local_events_{0};
