@@ -288,7 +288,8 @@ int mixed_with_collectives(int rank, int nranks, const nnpccl_unique_id_t &id) {
     return failures;
 }
 
-// Messages of sizes on both sides of what a shm cell carries (192 bytes)
+// Messages of sizes on both sides of what a shm cell carries (200 bytes,
+// the first 8 in its control line)
 // and of the chunk, interleaved on one stream and posted all at once, so
 // the cells and the chunk slots each wrap many times while the other is
 // in use: every message arrives whole and in order. Then the same sizes
@@ -299,7 +300,7 @@ int mixed_sizes(int rank, int nranks, const nnpccl_unique_id_t &id) {
     int failures = 0;
     std::vector<size_t> counts; // bytes
     for (int round = 0; round < 6; ++round)
-        for (size_t bytes : {1, 191, 192, 193, 64, 4096, 4097, 0, 8, 12000, 200, 190})
+        for (size_t bytes : {1, 199, 200, 201, 64, 4096, 4097, 0, 8, 9, 12000, 192, 7})
             counts.push_back(bytes + static_cast<size_t>(round % 3));
     const int peer = rank == 0 ? 1 : 0;
     std::vector<std::vector<unsigned char>> bufs(counts.size());
@@ -322,7 +323,7 @@ int mixed_sizes(int rank, int nranks, const nnpccl_unique_id_t &id) {
         }
         EXPECT(wrong == 0);
     }
-    for (size_t bytes : {4, 188, 192, 196, 4096, 12004}) {
+    for (size_t bytes : {4, 8, 12, 196, 200, 204, 4096, 12004}) {
         const size_t n = bytes / 4;
         std::vector<int32_t> mine(n * static_cast<size_t>(nranks)), out(n * static_cast<size_t>(nranks), -1);
         for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int32_t>(rank + 1 + i);

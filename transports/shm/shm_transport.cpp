@@ -88,9 +88,9 @@ struct ShmTransport::Segment {
 };
 
 // One inbound stream: a ring of kCells cells, then `slots` slots. Every
-// message takes the cell of its position in the stream: a control line
-// (`ready`: the position plus one once the message is there; its size; 48
-// bytes where the sender's header rides) followed by kInlineBytes of room.
+// message takes the cell of its position in the stream: the control words
+// (`ready`: the position plus one once the message is there; its size), 40
+// bytes where the sender's header rides, then kInlineBytes of room.
 // A message that fits there is carried in its cell; a larger one in slot
 // (position mod slots). The sender fills the message, then the control
 // line's size and, last, `ready`; the receiver polls `ready`. Each side
@@ -104,7 +104,7 @@ struct ShmTransport::Segment {
 // so a rank that only sends (a broadcast's root) runs that many calls
 // ahead of its receivers rather than `slots`.
 constexpr uint64_t kCells = 64;
-constexpr size_t kInlineBytes = 192;
+constexpr size_t kCellBytes = 256;
 constexpr uint64_t kInSlot = uint64_t{1} << 63; // in a control line's size: the message is in its slot
 
 struct ShmTransport::Queue {
@@ -112,16 +112,20 @@ struct ShmTransport::Queue {
     // Followed by the cells, from the next line, then the slots.
 };
 
+// A cell's first line: the control words, then the sender's header
+// (header_room(): an operation's descriptor exactly), then the first bytes
+// of a message carried in the cell, so a message of up to 8 bytes with its
+// descriptor is one line.
 struct ShmTransport::SlotControl {
-    alignas(kCacheLine) std::atomic<uint64_t> ready;
+    std::atomic<uint64_t> ready;
     uint64_t bytes;
-    unsigned char header[kCacheLine - 2 * sizeof(uint64_t)]; // header_room(): a sender's header
+    unsigned char header[40];
 };
-static_assert(sizeof(ShmTransport::SlotControl) == kCacheLine);
+static_assert(sizeof(ShmTransport::SlotControl) == 56);
 
 namespace {
 
-constexpr size_t kCellBytes = sizeof(ShmTransport::SlotControl) + kInlineBytes;
+constexpr size_t kInlineBytes = kCellBytes - sizeof(ShmTransport::SlotControl);
 constexpr size_t kSlotsOffset = sizeof(ShmTransport::Queue) + kCells * kCellBytes;
 static_assert(kCellBytes % kCacheLine == 0);
 
@@ -334,7 +338,8 @@ ShmTransport::~ShmTransport() {
 }
 
 ShmTransport::SlotControl *ShmTransport::cell(Queue *q, uint64_t position) const {
-    return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) + (position % kCells) * kCellBytes);
+    return reinterpret_cast<SlotControl *>(reinterpret_cast<char *>(q) + sizeof(Queue) +
+                                           (position % kCells) * kCellBytes);
 }
 
 char *ShmTransport::message_at(Queue *q, uint64_t position, bool in_slot) const {

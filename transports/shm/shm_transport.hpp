@@ -3,12 +3,13 @@
 // Every rank owns one shared-memory segment holding its inbound queues:
 // one single-producer/single-consumer queue per (sending peer, channel),
 // a ring of 64 cells followed by `slots` chunk-sized slots. A message
-// takes the cell of its position in the stream: a control line (the
-// position once the message is there, its size, and 48 bytes where the
-// sender's header rides: header_room()) and 192 bytes that carry a small
-// message; a larger one goes in a slot. A sender writes its message
-// straight into the receiver's queue, then the control line; the receiver
-// polls the control line and reduces straight out of the cell or slot.
+// takes the cell of its position in the stream: the control words (the
+// position once the message is there, and its size), 40 bytes where the
+// sender's header rides (header_room()), and 200 bytes that carry a small
+// message, its first 8 in the control words' line; a larger one goes in a
+// slot. A sender writes its message straight into the receiver's queue,
+// then the control words; the receiver polls them and reduces straight
+// out of the cell or slot.
 // Each side counts its own position, and the sender reads the receiver's
 // count of freed messages only when its own copy says the cell or slot may
 // still be in use. Cost per message: one copy in, one pass out, and the
