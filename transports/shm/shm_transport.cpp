@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -69,6 +70,9 @@ struct ShmTransport::Segment {
     uint32_t owner_rank;
     uint64_t slot_bytes;
     int32_t owner_pid;
+    // Whether the owner registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+    // (see ring_if_asleep()).
+    uint32_t registered_membarrier;
     alignas(kCacheLine) std::atomic<uint32_t> doorbell;
     std::atomic<uint32_t> sleepers;
     std::atomic<uint32_t> aborted; // the result this rank failed with; 0 while it has not
@@ -233,6 +237,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     seg->owner_rank = static_cast<uint32_t>(t->rank_);
     seg->slot_bytes = t->slot_bytes_;
     seg->owner_pid = static_cast<int32_t>(getpid());
+    seg->registered_membarrier = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 ? 1 : 0;
     seg->alive_ns.store(monotonic_ns(), std::memory_order_relaxed);
     t->segments_[static_cast<size_t>(t->rank_)] = seg;
     t->pids_[static_cast<size_t>(t->rank_)] = getpid();
@@ -284,6 +289,10 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         t->segments_[static_cast<size_t>(peer)] = static_cast<Segment *>(pmem);
         t->pids_[static_cast<size_t>(peer)] = static_cast<pid_t>(peer_pid);
     }
+    // Every rank of the host sees the same segments, so all decide alike.
+    t->asymmetric_fences_ = st.is_ok();
+    for (Segment *mapped : t->segments_)
+        if (mapped != nullptr && mapped->registered_membarrier == 0) t->asymmetric_fences_ = false;
     // Once every rank has mapped what it needs, the descriptor has served:
     // the mappings keep the memory alive.
     if (gathered && !st) st = peer_failure_or(bootstrap, st);
@@ -292,10 +301,11 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     close(fd);
     if (!barrier) return barrier;
     LOG_INFO("shm transport: %zu local ranks, %d channels, %d slots of %zu bytes: %zu KiB of queues per rank "
-             "(NNPCCL_SHM_BYTES %zu KiB)",
+             "(NNPCCL_SHM_BYTES %zu KiB); %s",
              local_peers.size(), channels, t->slots_, t->slot_bytes_,
              resident_bytes(static_cast<int>(local_peers.size()), channels, t->slots_, t->slot_bytes_) >> 10,
-             options.bytes >> 10);
+             options.bytes >> 10,
+             t->asymmetric_fences_ ? "sleepers fence the senders (membarrier)" : "senders fence after each message");
     *out = std::move(t);
     return Status::ok();
 }
@@ -356,13 +366,20 @@ void ShmTransport::ring(int rank) {
 }
 
 // The waker's half of the doorbell's handshake (wait_for_event() has the
-// sleeper's): the store that made the news visible, a full fence, then the
+// sleeper's): the store that made the news visible, a fence, then the
 // sleepers count. A rank that is not asleep is not rung at all, so a
 // message between ranks that poll costs no read-modify-write of a line
-// both sides write.
+// both sides write. The fence is a full one (which waits for the store to
+// reach the peer) unless every rank of the host registered for
+// MEMBARRIER_CMD_GLOBAL_EXPEDITED: then the sleeper, on its slow path
+// anyway, has membarrier(2) execute that fence on every running rank for
+// it, and here the store and the load need only stay in order in the
+// compiler. Either way one side's barrier falls between the other's store
+// and load, so the two cannot miss each other.
 void ShmTransport::ring_if_asleep(int rank) {
     Segment *seg = segments_[static_cast<size_t>(rank)];
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (asymmetric_fences_) std::atomic_signal_fence(std::memory_order_seq_cst);
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
     if (seg->sleepers.load(std::memory_order_relaxed) != 0) ring(rank);
 }
 
@@ -457,12 +474,13 @@ bool ShmTransport::notice_changes() {
 }
 
 // The sleeper's half of the handshake: count itself among the sleepers
-// (a full barrier), then look at the queues once more, then sleep on the
-// doorbell. A peer whose news landed after that look sees the sleeper and
+// (a full barrier; with asymmetric fences, one on every running rank too),
+// then look at the queues once more, then sleep on the doorbell. A peer whose news landed after that look sees the sleeper and
 // rings; one whose news landed before it is found by the look.
 void ShmTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     Segment *seg = segments_[static_cast<size_t>(rank_)];
     seg->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (asymmetric_fences_) syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
     const uint32_t bell = seg->doorbell.load(std::memory_order_seq_cst);
     notice_changes();
     if (event_count() == seen) {

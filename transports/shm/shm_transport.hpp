@@ -20,7 +20,8 @@
 // sleeps on the doorbell with a futex; whoever changes something a rank
 // may wait for (new data in its queue, a freed slot in a queue it sends
 // to) rings that rank's doorbell only when the count says it sleeps (after
-// a full fence, so the two sides cannot miss each other). So ranks that
+// a fence, so the two sides cannot miss each other: a full one, or, where
+// membarrier(2) allows, one the sleeper imposes on every running rank). So ranks that
 // poll pay nothing for the doorbell, a rank spins briefly and then sleeps
 // without missing a wake-up, and 8 ranks on 2 cores still make progress.
 //
@@ -104,6 +105,7 @@ private:
     size_t slot_bytes_ = 0;
     size_t queue_stride_ = 0;
     size_t slot_stride_ = 0;
+    bool asymmetric_fences_ = false; // see ring_if_asleep()
     // This rank's own view of each stream, by stream_index(peer, channel):
     // messages sent and the slots it last saw given back (outbound);
     // messages received and those it has seen arrive (inbound).
