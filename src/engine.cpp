@@ -141,8 +141,7 @@ bool Engine::try_drive_alone(std::unique_lock<std::mutex> *driving) {
 }
 
 Status Engine::run_alone(ScheduleRun &run, const OperationName &name) {
-    bool idle = false;
-    Clock::time_point idle_since{}, last_check{};
+    IdleSpell idle;
     while (true) {
         // abort() from another thread leaves failing to the driver.
         if (failed_.load()) {
@@ -162,14 +161,10 @@ Status Engine::run_alone(ScheduleRun &run, const OperationName &name) {
             return Status::ok();
         }
         if (progressed > 0) {
-            idle = false;
+            idle.active = false;
             continue;
         }
-        if (!idle) {
-            idle = true;
-            idle_since = last_check = Clock::now();
-        }
-        if (!idle_wait(seen, idle_since, last_check, name, &run)) return failure();
+        if (!idle_wait(seen, idle, name, &run)) return failure();
     }
 }
 
@@ -272,17 +267,20 @@ uint64_t Engine::event_count() const {
     return sum;
 }
 
-bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check,
-                       const OperationName &name, const ScheduleRun *run) {
+bool Engine::idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name, const ScheduleRun *run) {
     auto now = Clock::now();
-    if (now - last_check >= kLivenessPeriod) {
-        last_check = now;
+    if (!idle.active) {
+        idle.active = true;
+        idle.since = idle.last_check = now;
+    }
+    if (now - idle.last_check >= kLivenessPeriod) {
+        idle.last_check = now;
         Status peers = check_peers();
         if (!peers) {
             fail_locked_queue(Status(peers.code(), name.text() + ": " + peers.message()));
             return false;
         }
-        if (now - idle_since >= std::chrono::seconds(timeout_sec_)) {
+        if (now - idle.since >= std::chrono::seconds(timeout_sec_)) {
             // The peer this rank waits on may itself be waiting on the one
             // at fault; a peer that has stopped showing signs of life names it.
             const auto quiet = std::min<std::chrono::milliseconds>(std::chrono::seconds(1),
@@ -297,7 +295,7 @@ bool Engine::idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_
             return false;
         }
     }
-    auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since).count();
+    auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle.since).count();
     if (idle_us < spin_us_) {
         cpu_relax(); // one pause: tens of ns on recent cores, so a wait ends soon after its answer lands
     } else if (idle_us < spin_us_ + kYieldPhaseUs) {
@@ -409,8 +407,7 @@ Status Engine::advance_front(size_t *progressed, std::shared_ptr<Operation> *fro
 }
 
 void Engine::drive(Operation *target) {
-    bool idle = false;
-    Clock::time_point idle_since{}, last_check{};
+    IdleSpell idle;
     while (true) {
         std::shared_ptr<Operation> op;
         {
@@ -431,14 +428,10 @@ void Engine::drive(Operation *target) {
         std::shared_ptr<Operation> blocked;
         if (!advance_front(&progressed, &blocked)) return; // the queue has failed
         if (blocked == nullptr || progressed > 0) {
-            idle = false;
+            idle.active = false;
             continue;
         }
-        if (!idle) {
-            idle = true;
-            idle_since = last_check = Clock::now();
-        }
-        if (!idle_wait(seen, idle_since, last_check, blocked->name, blocked->run.get())) return;
+        if (!idle_wait(seen, idle, blocked->name, blocked->run.get())) return;
     }
 }
 

@@ -142,11 +142,15 @@ private:
     Status advance_front(size_t *progressed, std::shared_ptr<Operation> *front);
     void finish(const std::shared_ptr<Operation> &op, const Status &result);
     void fail_locked_queue(const Status &why);
-    // One turn of waiting for the blocked `run` (of the operation `name`):
-    // spin, yield or sleep; false once it has failed the queue (liveness,
-    // NNPCCL_TIMEOUT).
-    bool idle_wait(uint64_t seen, Clock::time_point idle_since, Clock::time_point &last_check,
-                   const OperationName &name, const ScheduleRun *run);
+    // A driver's time without progress: since when, and the last liveness check.
+    struct IdleSpell {
+        bool active = false; // the driver clears it whenever something moves
+        Clock::time_point since{}, last_check{};
+    };
+    // One turn of waiting for the blocked `run` (of the operation `name`),
+    // starting `idle` if it is not active: spin, yield or sleep; false once
+    // it has failed the queue (liveness, NNPCCL_TIMEOUT).
+    bool idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name, const ScheduleRun *run);
     uint64_t event_count() const;
     void progress_thread_main();
     bool sends_pending() const;

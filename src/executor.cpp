@@ -79,6 +79,10 @@ void ScheduleRun::trace_step(int channel, const Step &step, size_t bytes, int64_
     ready = now;
 }
 
+// Whether the descriptor rides beside the message, in room the transport
+// keeps for it (Transport::header_room), rather than in front of the data.
+bool descriptor_beside(const Transport &t) { return t.header_room() >= sizeof(OperationDescriptor); }
+
 bool ScheduleRun::in_flight_overlaps(const char *begin, const char *end) const {
     return std::any_of(in_flight_.begin(), in_flight_.end(),
                        [&](const InPlaceSend &s) { return begin < s.end && s.begin < end && !s.done(); });
@@ -119,8 +123,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         size_t in_bytes = 0;
         const void *message = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
         if (message == nullptr) return false;
-        // The descriptor rides beside the message where the transport keeps room for it.
-        const bool beside = rx->header_room() >= sizeof(OperationDescriptor);
+        const bool beside = descriptor_beside(*rx);
         const size_t header = check_descriptor && !beside ? kDescriptorBytes : 0;
         if (check_descriptor) {
             OperationDescriptor theirs;
@@ -148,8 +151,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         in = static_cast<const char *>(message) + header;
     }
     void *slot = nullptr;
-    const bool descriptor_beside = tx != nullptr && tx->header_room() >= sizeof(OperationDescriptor);
-    const size_t tx_header = send_descriptor && !descriptor_beside ? kDescriptorBytes : 0;
+    const bool tx_beside = tx != nullptr && descriptor_beside(*tx);
+    const size_t tx_header = send_descriptor && !tx_beside ? kDescriptorBytes : 0;
     if (tx != nullptr) {
         slot = tx->try_acquire_send(step.send_peer, channel, bytes + tx_header);
         if (slot == nullptr) return false;
@@ -184,7 +187,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     if (tx != nullptr) {
         if (send_descriptor)
-            std::memcpy(descriptor_beside ? tx->send_header(step.send_peer, channel) : slot, &announcement_.descriptor,
+            std::memcpy(tx_beside ? tx->send_header(step.send_peer, channel) : slot, &announcement_.descriptor,
                         sizeof announcement_.descriptor);
         if (send_from != nullptr) {
             const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, tx_header, send_from, bytes);

@@ -43,7 +43,6 @@ public:
     // again for as many bytes without a commit returns the same buffer. (A
     // transport may keep small messages apart from large ones.)
     virtual void *try_acquire_send(int peer, int channel, size_t bytes) = 0;
-    void *try_acquire_send(int peer, int channel) { return try_acquire_send(peer, channel, max_message_bytes()); }
     // Sends the first `bytes` of the acquired buffer.
     virtual void commit_send(int peer, int channel, size_t bytes) = 0;
 

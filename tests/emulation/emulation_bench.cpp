@@ -56,9 +56,9 @@ StreamResult stream(benchmark::State &state, Transport &tx, LoopFabric &fabric, 
             for (int peer = 1; peer <= senders; ++peer) {
                 size_t &done = sent[static_cast<size_t>(peer)];
                 while (done < per_sender) {
-                    void *slot = tx.try_acquire_send(peer, 0);
-                    if (slot == nullptr) break;
                     const size_t bytes = std::min(message_bytes, per_sender - done);
+                    void *slot = tx.try_acquire_send(peer, 0, bytes);
+                    if (slot == nullptr) break;
                     std::memcpy(slot, source.data(), bytes);
                     tx.commit_send(peer, 0, bytes);
                     done += bytes;

@@ -16,7 +16,6 @@ public:
     explicit QuietDoorbell(nnpccl::Transport *inner) : inner_(inner) {}
     const char *name() const override { return "quiet"; }
     size_t max_message_bytes() const override { return inner_->max_message_bytes(); }
-    using Transport::try_acquire_send;
     void *try_acquire_send(int peer, int channel, size_t bytes) override {
         return inner_->try_acquire_send(peer, channel, bytes);
     }

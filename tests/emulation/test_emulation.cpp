@@ -44,7 +44,7 @@ using Busy = std::vector<std::pair<int64_t, int64_t>>;
 
 // Sends one message of `bytes` (filled with `fill`) from `tx` to `peer`.
 void send_one(Transport &tx, int peer, int channel, size_t bytes, unsigned char fill) {
-    void *buf = tx.try_acquire_send(peer, channel);
+    void *buf = tx.try_acquire_send(peer, channel, bytes);
     REQUIRE(buf != nullptr);
     std::memset(buf, fill, bytes);
     tx.commit_send(peer, channel, bytes);
@@ -261,7 +261,7 @@ TEST_CASE("validate_emulation_model names what is wrong", "[emulation]") {
 TEST_CASE("a peer without a path passes straight through", "[emulation]") {
     LoopFabric fabric(2, 1024, 2);
     EmulatedTransport tx(fabric.endpoint(0), 0, model_with(2, {{1.0, 1000.0}}));
-    CHECK(tx.try_acquire_send(1, 0) == fabric.endpoint(0)->try_acquire_send(1, 0));
+    CHECK(tx.try_acquire_send(1, 0, 16) == fabric.endpoint(0)->try_acquire_send(1, 0, 16));
     send_one(tx, 1, 0, 16, 7);
     CHECK(tx.held_messages() == 0);
     size_t bytes = 0;
@@ -326,10 +326,11 @@ TEST_CASE("order is kept per stream and the data arrives intact", "[emulation]")
         for (int c = 0; c < channels; ++c) {
             // Channel 1 sends in bursts, so that its queue fills and drains.
             while (sent[static_cast<size_t>(c)] < messages) {
-                auto *buf = static_cast<unsigned char *>(tx.try_acquire_send(1, c));
-                if (buf == nullptr) break;
-                const int seq = sent[static_cast<size_t>(c)]++;
+                const int seq = sent[static_cast<size_t>(c)];
                 const size_t bytes = size_of(seq);
+                auto *buf = static_cast<unsigned char *>(tx.try_acquire_send(1, c, bytes));
+                if (buf == nullptr) break;
+                ++sent[static_cast<size_t>(c)];
                 std::memset(buf, seq & 0xff, bytes);
                 std::memcpy(buf, &seq, sizeof seq);
                 tx.commit_send(1, c, bytes);
@@ -361,15 +362,15 @@ TEST_CASE("a full held queue refuses a send buffer; asking twice gives the same 
     EmulationOptions options;
     options.held_per_stream = 2;
     EmulatedTransport tx(fabric.endpoint(0), 0, m, options);
-    void *first = tx.try_acquire_send(1, 0);
-    CHECK(tx.try_acquire_send(1, 0) == first);
+    void *first = tx.try_acquire_send(1, 0, 8);
+    CHECK(tx.try_acquire_send(1, 0, 8) == first);
     tx.commit_send(1, 0, 8);
-    void *second = tx.try_acquire_send(1, 0);
+    void *second = tx.try_acquire_send(1, 0, 8);
     CHECK(second != nullptr);
     CHECK(second != first);
     tx.commit_send(1, 0, 8);
-    CHECK(tx.try_acquire_send(1, 0) == nullptr);
-    CHECK(tx.try_acquire_send(1, 1) != nullptr); // another stream has its own queue
+    CHECK(tx.try_acquire_send(1, 0, 8) == nullptr);
+    CHECK(tx.try_acquire_send(1, 1, 8) != nullptr); // another stream has its own queue
     CHECK(tx.held_messages() == 2);
     // (The destructor logs a warning about the two messages it never delivered.)
 }

@@ -100,7 +100,7 @@ TEST_CASE("a wrong-size message is reported as a mismatch, not used", "[schedule
     LoopFabric fabric(2, 64 + kDescriptorBytes, 2);
     std::vector<Transport *> route0(2, fabric.endpoint(0));
     // Rank 1 sends 3 floats where rank 0's allreduce of 2 expects 1 per piece.
-    void *slot = fabric.endpoint(1)->try_acquire_send(0, 0);
+    void *slot = fabric.endpoint(1)->try_acquire_send(0, 0, 12);
     std::memset(slot, 0, 12);
     fabric.endpoint(1)->commit_send(0, 0, 12);
     CollectiveArgs args;

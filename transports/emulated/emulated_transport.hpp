@@ -236,7 +236,6 @@ public:
 
     // A held buffer of an emulated stream (nullptr while the stream holds
     // held_per_stream messages), or the inner buffer of a pass-through one.
-    using Transport::try_acquire_send;
     void *try_acquire_send(int peer, int channel, size_t bytes) override;
     // Reserves the path and holds the message until it is due.
     void commit_send(int peer, int channel, size_t bytes) override;

@@ -10,7 +10,6 @@ public:
     const char *name() const override { return "loop"; }
     size_t max_message_bytes() const override { return fabric_.max_message_bytes(); }
 
-    using Transport::try_acquire_send;
     void *try_acquire_send(int peer, int channel, size_t /*bytes*/) override {
         LoopFabric::Stream &s = fabric_.stream(rank_, peer, channel);
         if (s.messages.size() >= static_cast<size_t>(fabric_.slots())) return nullptr;

@@ -52,7 +52,6 @@ public:
     const char *name() const override { return "ofi"; }
     int spin_hint_us() const override { return 250; } // a small message over tcp takes ~15 µs one way; a round of a collective several times that
     size_t max_message_bytes() const override;
-    using Transport::try_acquire_send;
     void *try_acquire_send(int peer, int channel, size_t bytes) override;
     void commit_send(int peer, int channel, size_t bytes) override;
     bool sends_in_place(size_t bytes) const override;

@@ -199,7 +199,7 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->freed_seen_.assign(streams, 0);
     t->received_.assign(streams, 0);
     t->arrived_seen_.assign(streams, 0);
-    t->segment_bytes_ = segment_header_bytes() + static_cast<size_t>(t->nranks_) * static_cast<size_t>(channels) * t->queue_stride_;
+    t->segment_bytes_ = segment_header_bytes() + streams * t->queue_stride_;
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
     t->pids_.assign(static_cast<size_t>(t->nranks_), 0);
 
@@ -394,7 +394,7 @@ void *ShmTransport::try_acquire_send(int peer, int channel, size_t bytes) {
     if (head - freed_seen_[stream] >= in_use) {
         freed_seen_[stream] = q->tail.load(std::memory_order_acquire);
         if (head - freed_seen_[stream] >= in_use) return nullptr;
-        local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        count_local_event();
     }
     sending_in_slot_[stream] = in_slot;
     return message_at(q, head, in_slot);
@@ -423,7 +423,7 @@ const void *ShmTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
     if (control->ready.load(std::memory_order_acquire) != tail + 1) return nullptr;
     if (arrived_seen_[stream] == tail) {
         arrived_seen_[stream] = tail + 1;
-        local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        count_local_event();
     }
     const uint64_t word = control->bytes;
     *bytes = word & ~kInSlot;
@@ -469,7 +469,7 @@ bool ShmTransport::notice_changes() {
             }
         }
     }
-    if (changed) local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (changed) count_local_event();
     return changed;
 }
 

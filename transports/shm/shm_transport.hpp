@@ -114,6 +114,10 @@ private:
     // Changes this rank noticed itself, which the doorbell (rung only for
     // sleepers) does not count; event_count() adds them.
     std::atomic<uint64_t> local_events_{0};
+    // Only the driving thread writes it: a plain increment, not a locked one.
+    void count_local_event() {
+        local_events_.store(local_events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     size_t segment_bytes_ = 0;
     std::vector<Segment *> segments_; // by rank; nullptr for ranks not on this host
     std::vector<int> pids_;
