@@ -181,11 +181,31 @@ Status Engine::close(const Deadline &deadline) {
     if (progress_thread_.joinable()) progress_thread_.join();
     std::lock_guard<std::mutex> driving(drive_mutex_);
     Status st = failure();
+    if (st) st = drain_sends(deadline);
     for (Transport *t : transports_) {
         Status flushed = st ? t->flush(deadline) : Status::ok();
         if (!flushed) st = flushed;
     }
     return st;
+}
+
+// Polls until the last messages have left, asking every kLivenessPeriod
+// whether a peer died (the transports and the bootstrap): a message to a
+// dead rank would otherwise keep destroy busy until the deadline, which is
+// NNPCCL_TIMEOUT away. At the deadline the transports' flush names the
+// peers that did not take theirs.
+Status Engine::drain_sends(const Deadline &deadline) {
+    Clock::time_point last_check = Clock::now();
+    while (sends_pending() && !deadline.passed()) {
+        for (Transport *t : transports_) t->poll();
+        const Clock::time_point now = Clock::now();
+        if (now - last_check >= kLivenessPeriod) {
+            last_check = now;
+            if (Status peers = check_peers(); !peers) return peers;
+        }
+        std::this_thread::yield();
+    }
+    return Status::ok();
 }
 
 Status Engine::failure() const {

@@ -157,6 +157,8 @@ private:
     void ensure_progress_thread(); // caller holds queue_mutex_
     // Polls while messages are still leaving and no operation is queued.
     void finish_pending_sends();
+    // close()'s wait for the last messages to leave, with liveness checks.
+    Status drain_sends(const Deadline &deadline);
     // End of a drive with the queue empty: leaves sends still in flight to
     // the progress thread. Caller holds drive_mutex_.
     void hand_over_pending_sends();
