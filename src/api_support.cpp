@@ -1,5 +1,10 @@
 #include "api_support.hpp"
 
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -21,14 +26,123 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
 
 const std::string &thread_last_error() { return t_last_error; }
 
+namespace {
+
+bool register_private_expedited() {
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+} // namespace
+
+// A child of fork() runs one thread and need not inherit the parent's
+// registration: it asks again before anything can hold a communicator.
+LiveComms::LiveComms() : asymmetric_fences_(register_private_expedited()) {
+    pthread_atfork(nullptr, nullptr, [] { live_comms().asymmetric_fences_ = register_private_expedited(); });
+}
+
+namespace {
+
+// A thread's claim on a slot, given back when the thread exits.
+struct SlotClaim {
+    LiveComms::Slot *slot = nullptr;
+    ~SlotClaim() {
+        if (slot == nullptr) return;
+        slot->known = nullptr;
+        slot->taken.store(false, std::memory_order_release);
+    }
+};
+thread_local SlotClaim t_slot;
+
+} // namespace
+
+LiveComms::Slot &LiveComms::this_thread_slot() {
+    if (t_slot.slot != nullptr) return *t_slot.slot;
+    for (Slot *s = slots_.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+        bool free = false;
+        if (s->taken.compare_exchange_strong(free, true)) return *(t_slot.slot = s);
+    }
+    auto *s = new Slot; // never freed: see Slot
+    s->taken.store(true, std::memory_order_relaxed);
+    s->next = slots_.load(std::memory_order_relaxed);
+    while (!slots_.compare_exchange_weak(s->next, s, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+    return *(t_slot.slot = s);
+}
+
+// Between a holder's store of its slot and its load of the removal count,
+// against remove()'s count and its reads of the slots: Dekker's pattern, so
+// each side needs a full fence between its store and its load. Where the
+// process registered for MEMBARRIER_CMD_PRIVATE_EXPEDITED, remove() has
+// membarrier(2) run that fence on every running thread of the process, and
+// a holder's store and load need only stay in order in the compiler; a
+// thread that is not running has passed the scheduler's full barrier.
+void LiveComms::hold_fence() const {
+    if (asymmetric_fences_) std::atomic_signal_fence(std::memory_order_seq_cst);
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void LiveComms::add(nnpccl_comm *comm) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.insert(comm);
+}
+
+LiveComms::Hold LiveComms::hold(nnpccl_comm *comm) {
+    if (comm == nullptr) return Hold::None;
+    Slot &slot = this_thread_slot();
+    if (slot.held.load(std::memory_order_relaxed) == nullptr) {
+        slot.held.store(comm, std::memory_order_relaxed);
+        hold_fence();
+        const uint64_t removals = removals_.load(std::memory_order_acquire);
+        if (comm == slot.known && removals == slot.known_removals) return Hold::Slot;
+        // Live now, with no removal since `removals` was read: a later
+        // removal changes the count, and the next hold looks again.
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (live_.count(comm) != 0) {
+            slot.known = comm;
+            slot.known_removals = removals;
+            return Hold::Slot;
+        }
+        slot.held.store(nullptr, std::memory_order_release);
+        return Hold::None;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_.count(comm) == 0) return Hold::None;
+    comm->active_calls.fetch_add(1);
+    return Hold::Counted;
+}
+
+void LiveComms::release(nnpccl_comm *comm, Hold how) {
+    if (how == Hold::Slot) this_thread_slot().held.store(nullptr, std::memory_order_release);
+    else if (how == Hold::Counted) comm->active_calls.fetch_sub(1);
+}
+
+bool LiveComms::held_anywhere(const nnpccl_comm *comm) const {
+    for (const Slot *s = slots_.load(std::memory_order_acquire); s != nullptr; s = s->next)
+        if (s->held.load(std::memory_order_acquire) == comm) return true;
+    return false;
+}
+
+void LiveComms::remove(nnpccl_comm *comm) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_.erase(comm);
+        removals_.fetch_add(1);
+    }
+    if (asymmetric_fences_) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
+    while (held_anywhere(comm) || comm->active_calls.load() > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
 LiveComms &live_comms() {
-    static LiveComms registry;
-    return registry;
+    // Never destroyed: threads may still hold or give back slots while the
+    // process exits.
+    static LiveComms *registry = new LiveComms;
+    return *registry;
 }
 
 void free_comm(nnpccl_comm *comm) {
     live_comms().remove(comm);
-    while (comm->active_calls.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
     delete comm;
 }
 

@@ -3,6 +3,8 @@
 // failure where nnpccl_get_last_error will find it.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -25,33 +27,58 @@ const std::string &thread_last_error();
     } while (0)
 
 // The communicators created and not yet destroyed or aborted. A call finds
-// its handle here and holds it (active_calls) under the same lock, and
-// abort/destroy take the handle out before waiting for the holders to leave.
-// So a call that races with abort on another thread (a thread polling
-// nnpccl_comm_get_async_error, say) either finishes before the free or finds
-// the handle gone: it never touches freed memory, and a stale or garbage
-// handle is refused without being dereferenced.
+// its handle here and holds it for its length; abort and destroy take the
+// handle out, then wait for the holders to leave. So a call that races with
+// abort on another thread (a thread polling nnpccl_comm_get_async_error,
+// say) either finishes before the free or finds the handle gone: it never
+// touches freed memory, and a stale or garbage handle is refused without
+// being dereferenced.
+//
+// A hold takes no lock and no read-modify-write when the thread holds the
+// communicator it held last, as a training loop does: a locked instruction
+// waits for the call's earlier stores to leave the core, and a collective's
+// last store is into a line the peer is reading, so a locked instruction
+// per call exposed a transfer between cores on every small call. Instead
+// the thread publishes the handle in a slot of its own, then reads how many
+// handles have been removed; if none was since it last found this one under
+// the lock, the handle is live. remove() counts the removal, fences, then
+// waits while any slot holds the handle: the fences keep the two sides
+// from missing each other (see hold_fence()). Nested holds on one thread
+// (not made by the API today) count in nnpccl_comm::active_calls under the
+// lock instead.
 class LiveComms {
 public:
-    void add(nnpccl_comm *comm) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_.insert(comm);
-    }
-    void remove(nnpccl_comm *comm) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_.erase(comm);
-    }
-    // True, with one more active call on it, when comm is live.
-    bool hold(nnpccl_comm *comm) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (live_.count(comm) == 0) return false;
-        comm->active_calls.fetch_add(1);
-        return true;
-    }
+    LiveComms();
+    void add(nnpccl_comm *comm);
+    // Takes the handle out; returns once no call holds it.
+    void remove(nnpccl_comm *comm);
+
+    // How one call holds its communicator.
+    enum class Hold { None, Slot, Counted };
+    Hold hold(nnpccl_comm *comm);
+    void release(nnpccl_comm *comm, Hold how);
+
+    // A thread's slot: the handle it holds (null between calls), and the
+    // handle it last found live with the removal count it saw then. Slots
+    // are never freed: remove() may read a slot whose thread has exited.
+    struct Slot {
+        std::atomic<const nnpccl_comm *> held{nullptr};
+        std::atomic<bool> taken{false};
+        Slot *next = nullptr; // fixed once the slot is in the list
+        const nnpccl_comm *known = nullptr;
+        uint64_t known_removals = 0;
+    };
 
 private:
+    Slot &this_thread_slot();
+    void hold_fence() const;
+    bool held_anywhere(const nnpccl_comm *comm) const;
+
     std::mutex mutex_;
-    std::unordered_set<const nnpccl_comm *> live_;
+    std::unordered_set<const nnpccl_comm *> live_; // under mutex_
+    std::atomic<uint64_t> removals_{0};
+    std::atomic<Slot *> slots_{nullptr};
+    bool asymmetric_fences_ = false; // membarrier(2) fences the holders for remove()
 };
 
 LiveComms &live_comms();
@@ -59,7 +86,9 @@ LiveComms &live_comms();
 // Holds the communicator alive for the length of one API call.
 class CallGuard {
 public:
-    explicit CallGuard(nnpccl_comm *comm) : asked_(comm), held_(live_comms().hold(comm) ? comm : nullptr) {}
+    explicit CallGuard(nnpccl_comm *comm) : asked_(comm), how_(live_comms().hold(comm)) {
+        held_ = how_ != LiveComms::Hold::None ? comm : nullptr;
+    }
     ~CallGuard() { release(); }
     CallGuard(const CallGuard &) = delete;
     CallGuard &operator=(const CallGuard &) = delete;
@@ -67,7 +96,7 @@ public:
     bool held() const { return held_ != nullptr; }
     // Ends the hold early: abort and destroy, before they free the communicator.
     void release() {
-        if (held_ != nullptr) held_->active_calls.fetch_sub(1);
+        if (held_ != nullptr) live_comms().release(held_, how_);
         held_ = nullptr;
     }
     // Whether the handle names a live communicator (report failures with no communicator).
@@ -83,6 +112,7 @@ public:
 
 private:
     nnpccl_comm *asked_;
+    LiveComms::Hold how_;
     nnpccl_comm *held_;
 };
 

@@ -96,28 +96,58 @@ Status nnpccl_comm::start(const Call &call, bool background, std::shared_ptr<Ope
     return start_planned(call, std::move(plan), background, out);
 }
 
+nnpccl_comm::PlannedShape nnpccl_comm::planned_shape(const Call &call) const {
+    PlannedShape shape;
+    shape.collective = static_cast<int>(call.collective);
+    shape.count = call.count;
+    shape.elem_size = call.elem_size;
+    shape.root = call.root;
+    shape.in_place = call.in_place;
+    shape.generation = selector->generation();
+    return shape;
+}
+
+Status nnpccl_comm::start_and_wait(const Call &call, Plan plan) {
+    std::shared_ptr<Operation> op;
+    NNPCCL_TRY(start_planned(call, std::move(plan), false, &op));
+    return engine->wait(*op);
+}
+
 Status nnpccl_comm::run_blocking(const Call &call) {
-    Plan plan;
-    NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
     std::unique_lock<std::mutex> driving;
     // Sends and receives queue, since their order against other pending
-    // ones is the queue's business; so do the tuner's trials and agreements.
-    const bool alone = plan.schedule != nullptr && plan.trial < 0 && !plan.sync_before && !plan.agree_after &&
-                       !is_point_to_point(call.collective) && engine->try_drive_alone(&driving);
-    if (!alone) {
-        std::shared_ptr<Operation> op;
-        NNPCCL_TRY(start_planned(call, std::move(plan), false, &op));
-        return engine->wait(*op);
+    // ones is the queue's business.
+    if (is_point_to_point(call.collective) || !engine->try_drive_alone(&driving)) {
+        Plan plan;
+        NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+        return start_and_wait(call, std::move(plan));
+    }
+    // Driving alone: the blocking run and its shape are this thread's.
+    const PlannedShape shape = planned_shape(call);
+    std::shared_ptr<const Schedule> replanned;
+    if (blocking_run == nullptr || !(shape == blocking_shape)) {
+        Plan plan;
+        NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+        // So do the tuner's trials and agreements.
+        if (plan.schedule == nullptr || plan.trial >= 0 || plan.sync_before || plan.agree_after) {
+            driving.unlock();
+            return start_and_wait(call, std::move(plan));
+        }
+        replanned = std::move(plan.schedule);
+        blocking_shape = selector->settled(call) ? shape : PlannedShape{};
     }
     Announcement announcement;
     OperationName name;
     number(call, &announcement, &name);
-    ScratchPool::Lease scratch = scratch_pool->acquire(plan.schedule->scratch_elems * call.elem_size);
+    const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run->schedule();
+    ScratchPool::Lease scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
     if (blocking_run == nullptr)
-        blocking_run = std::make_unique<ScheduleRun>(std::move(plan.schedule), call, scratch.get(), announcement,
-                                                     route, reduce_scratch.data(), trace);
+        blocking_run = std::make_unique<ScheduleRun>(std::move(replanned), call, scratch.get(), announcement, route,
+                                                     reduce_scratch.data(), trace);
+    else if (replanned != nullptr)
+        blocking_run->restart(std::move(replanned), call, scratch.get(), announcement);
     else
-        blocking_run->restart(std::move(plan.schedule), call, scratch.get(), announcement);
+        blocking_run->again(call, scratch.get(), announcement);
     return engine->run_alone(*blocking_run, name);
 }
 

@@ -135,7 +135,26 @@ private:
     void number(const nnpccl::Call &call, nnpccl::Announcement *announcement, nnpccl::OperationName *name);
     nnpccl::Status start_planned(const nnpccl::Call &call, nnpccl::Plan plan, bool background,
                                  std::shared_ptr<nnpccl::Operation> *out);
-    std::unique_ptr<nnpccl::ScheduleRun> blocking_run; // used under the engine's drive lock only
+    // The blocking calls' run, used under the engine's drive lock only, and
+    // the shape of call its schedule was planned for while the selector's
+    // choice for it is settled: a loop of like calls asks the selector
+    // nothing.
+    std::unique_ptr<nnpccl::ScheduleRun> blocking_run;
+    struct PlannedShape {
+        int collective = -1;
+        size_t count = 0;
+        size_t elem_size = 0;
+        int root = -1;
+        bool in_place = false;
+        uint64_t generation = 0;
+        bool operator==(const PlannedShape &o) const {
+            return collective == o.collective && count == o.count && elem_size == o.elem_size && root == o.root &&
+                   in_place == o.in_place && generation == o.generation;
+        }
+    };
+    PlannedShape planned_shape(const nnpccl::Call &call) const;
+    PlannedShape blocking_shape; // collective -1: none settled
+    nnpccl::Status start_and_wait(const nnpccl::Call &call, nnpccl::Plan plan);
     void attach_run(nnpccl::Operation &op, std::shared_ptr<const nnpccl::Schedule> schedule,
                     const nnpccl::Call &call, const nnpccl::Announcement &announcement);
     void agree(const std::shared_ptr<nnpccl::TuningEntry> &tuning, const nnpccl::CollectiveArgs &tuned,

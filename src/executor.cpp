@@ -21,14 +21,21 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &c
 void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
                           const Announcement &announcement) {
     schedule_ = std::move(schedule);
+    const size_t channels = schedule_->channels.size();
+    cursor_.resize(channels);
+    announced_.resize(route_.size() * channels);
+    verified_.resize(route_.size() * channels);
+    again(call, scratch, announcement);
+}
+
+void ScheduleRun::again(const Call &call, void *scratch, const Announcement &announcement) {
     call_ = call;
     scratch_ = scratch;
     announcement_ = announcement;
     elem_size_ = datatype_size(call.datatype);
-    const size_t channels = schedule_->channels.size();
-    cursor_.assign(channels, 0);
-    announced_.assign(route_.size() * channels, 0);
-    verified_.assign(route_.size() * channels, 0);
+    std::fill(cursor_.begin(), cursor_.end(), 0);
+    std::fill(announced_.begin(), announced_.end(), 0);
+    std::fill(verified_.begin(), verified_.end(), 0);
     in_flight_.clear();
     traced_.begun = false;
     traced_.ended = false;

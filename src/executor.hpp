@@ -68,6 +68,9 @@ public:
     // a communicator reuses one run for its blocking calls.
     void restart(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
                  const Announcement &announcement);
+    // The same, keeping the schedule: a call of the same shape.
+    void again(const Call &call, void *scratch, const Announcement &announcement);
+    const Schedule &schedule() const { return *schedule_; }
 
     // Runs every step that can run now; *progressed counts them. An error
     // (a message of the wrong size, say) ends the run.

@@ -82,12 +82,24 @@ public:
     Status next_algorithm(const CollectiveArgs &args, uint64_t collectives_issued, std::string *name,
                           size_t *tuning_calls_left);
 
+    // Whether every call like `args` gets the same schedule from choose()
+    // for as long as generation() stays: nothing is measured for it.
+    bool settled(const CollectiveArgs &args) const { return !may_tune(args); }
+    // Changes whenever the rules choose() follows do (force, prefer).
+    uint64_t generation() const { return generation_; }
+
     // Replaces the forced algorithms between calls, on every rank alike.
-    void force(std::shared_ptr<const AlgoOverride> rules) { forced_ = std::move(rules); }
+    void force(std::shared_ptr<const AlgoOverride> rules) {
+        forced_ = std::move(rules);
+        ++generation_;
+    }
     const std::shared_ptr<const AlgoOverride> &forced() const { return forced_; }
     // The tuning file's choices (algorithms/tuning_file.hpp), set once at
     // init, before any call: preferred to the model and to measuring.
-    void prefer(std::shared_ptr<const AlgoOverride> rules) { preferred_ = std::move(rules); }
+    void prefer(std::shared_ptr<const AlgoOverride> rules) {
+        preferred_ = std::move(rules);
+        ++generation_;
+    }
     const CostInputs &costs() const { return costs_; }
 
 private:
@@ -103,6 +115,7 @@ private:
     bool tune_;
     std::shared_ptr<const AlgoOverride> forced_;
     std::shared_ptr<const AlgoOverride> preferred_;
+    uint64_t generation_ = 0;
     Tuner tuner_; // the issuing thread's
 
     // Schedules are planned by the issuing thread and, for calls the tuner

@@ -9,11 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "local_launch.hpp"
@@ -257,6 +259,59 @@ TEST_CASE("nnpccl_inspect.h: the selector's choice, forced and explained", "[mp]
     CHECK(nnpccl_datatype_name(static_cast<nnpccl_datatype_t>(99)) == nullptr);
 }
 
+// Blocking calls of one shape reuse their plan; forcing another algorithm
+// between them must still change what the next one runs. The timeline
+// (NNPCCL_TRACE) names each operation's algorithm.
+int force_between_blocking_calls(int rank, int nranks, const nnpccl_unique_id_t &id, const char *trace) {
+    setenv("NNPCCL_TRACE", trace, 1);
+    nnpccl_comm_t comm = init(rank, nranks, id);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    std::vector<int32_t> in(1024, rank + 1), out(1024, 0);
+    for (const char *algorithm : {"ring", "direct", "ring", "halving_doubling"}) {
+        EXPECT(nnpccl_comm_set_algorithms(comm, (std::string("allreduce:") + algorithm).c_str()) == NNPCCL_SUCCESS);
+        for (int k = 0; k < 3; ++k) {
+            EXPECT(nnpccl_allreduce(in.data(), out.data(), in.size(), NNPCCL_INT32, NNPCCL_SUM, comm) ==
+                   NNPCCL_SUCCESS);
+            EXPECT(out[0] == nranks * (nranks + 1) / 2 && out.back() == out[0]);
+        }
+    }
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+TEST_CASE("forcing an algorithm between blocking calls of one shape changes what the next one runs", "[mp][api]") {
+    char trace[] = "/tmp/nnpccl-force-trace-XXXXXX";
+    const int fd = mkstemp(trace);
+    REQUIRE(fd >= 0);
+    close(fd);
+    CHECK(run_local_ranks(3, [&](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              return force_between_blocking_calls(rank, nranks, id, trace);
+          }) == 0);
+    // One event a line: count the ranks' allreduces #first..#first+2 run by `algorithm`.
+    std::vector<std::string> lines;
+    if (FILE *f = std::fopen(trace, "r")) {
+        char line[4096];
+        while (std::fgets(line, sizeof line, f) != nullptr) lines.emplace_back(line);
+        std::fclose(f);
+    }
+    std::remove(trace);
+    auto ran = [&](int first, const char *algorithm) {
+        int found = 0;
+        for (const std::string &line : lines)
+            for (int k = first; k < first + 3; ++k)
+                if (line.find("\"allreduce #" + std::to_string(k) + " (count 1024, int32, sum)\"") !=
+                        std::string::npos &&
+                    line.find("\"algorithm\":\"" + std::string(algorithm) + "\"") != std::string::npos)
+                    ++found;
+        return found;
+    };
+    CHECK(ran(0, "ring") == 9);
+    CHECK(ran(3, "direct") == 9);
+    CHECK(ran(6, "ring") == 9);
+    CHECK(ran(9, "halving_doubling") == 9);
+}
+
 TEST_CASE("bad arguments are refused by name and the communicator stays usable", "[mp][api]") {
     CHECK(run_local_ranks(2, bad_input) == 0);
     CHECK(run_local_ranks(3, bad_input) == 0);
@@ -281,6 +336,53 @@ TEST_CASE("init arguments are checked before anything is contacted", "[api]") {
     CHECK(nnpccl_get_version(&version) == NNPCCL_SUCCESS);
     CHECK(version == NNPCCL_VERSION_CODE);
     CHECK(std::string(nnpccl_get_error_string(NNPCCL_ERR_TIMEOUT)) == "timeout");
+}
+
+nnpccl_comm_t single_rank_comm() {
+    nnpccl_unique_id_t id;
+    nnpccl_comm_t comm = nullptr;
+    if (nnpccl_get_unique_id(&id) != NNPCCL_SUCCESS || nnpccl_comm_init_rank(&comm, 1, id, 0, nullptr) != NNPCCL_SUCCESS)
+        return nullptr;
+    return comm;
+}
+
+TEST_CASE("a destroyed, aborted or garbage handle is refused, also by a thread calling while it goes", "[api]") {
+    nnpccl_comm_t first = single_rank_comm();
+    REQUIRE(first != nullptr);
+    int rank = -1;
+    CHECK(nnpccl_comm_rank(first, &rank) == NNPCCL_SUCCESS);
+    REQUIRE(nnpccl_comm_destroy(first) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_comm_rank(first, &rank) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("not a live communicator"));
+    alignas(64) unsigned char garbage[4096] = {};
+    CHECK(nnpccl_comm_rank(reinterpret_cast<nnpccl_comm_t>(garbage), &rank) == NNPCCL_ERR_INVALID_ARGUMENT);
+
+    // The next communicator may well reuse the first one's address: it is
+    // live, and the same handle works again.
+    nnpccl_comm_t second = single_rank_comm();
+    REQUIRE(second != nullptr);
+    float in = 2.5f, out = 0.0f;
+    CHECK(nnpccl_allreduce(&in, &out, 1, NNPCCL_FLOAT32, NNPCCL_SUM, second) == NNPCCL_SUCCESS);
+    CHECK(out == 2.5f);
+
+    // A thread calls collectives on it until it is aborted under it: every
+    // call either completes or is refused, and none touches freed memory
+    // (the sanitizer run watches that).
+    std::atomic<long> completed{0};
+    std::atomic<nnpccl_result_t> last{NNPCCL_SUCCESS};
+    std::thread caller([&] {
+        float mine = 1.0f, sum = 0.0f;
+        nnpccl_result_t rc = NNPCCL_SUCCESS;
+        while ((rc = nnpccl_allreduce(&mine, &sum, 1, NNPCCL_FLOAT32, NNPCCL_SUM, second)) == NNPCCL_SUCCESS)
+            completed.fetch_add(1, std::memory_order_relaxed);
+        last = rc;
+    });
+    while (completed.load() < 1000) std::this_thread::yield();
+    CHECK(nnpccl_comm_abort(second) == NNPCCL_SUCCESS);
+    caller.join();
+    CHECK((last == NNPCCL_ERR_INVALID_ARGUMENT || last == NNPCCL_ERR_INVALID_USAGE || last == NNPCCL_ERR_REMOTE));
+    CHECK(nnpccl_allreduce(&in, &out, 1, NNPCCL_FLOAT32, NNPCCL_SUM, second) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("not a live communicator"));
 }
 
 TEST_CASE("a rank that never joins ends init with a timeout, not a hang", "[mp][bootstrap]") {
