@@ -87,33 +87,36 @@ void LiveComms::add(nnpccl_comm *comm) {
 }
 
 LiveComms::Hold LiveComms::hold(nnpccl_comm *comm) {
-    if (comm == nullptr) return Hold::None;
+    Hold how;
+    if (comm == nullptr) return how;
     Slot &slot = this_thread_slot();
     if (slot.held.load(std::memory_order_relaxed) == nullptr) {
         slot.held.store(comm, std::memory_order_relaxed);
         hold_fence();
         const uint64_t removals = removals_.load(std::memory_order_acquire);
-        if (comm == slot.known && removals == slot.known_removals) return Hold::Slot;
+        how.slot = &slot;
+        if (comm == slot.known && removals == slot.known_removals) return how;
         // Live now, with no removal since `removals` was read: a later
         // removal changes the count, and the next hold looks again.
         std::lock_guard<std::mutex> lock(mutex_);
         if (live_.count(comm) != 0) {
             slot.known = comm;
             slot.known_removals = removals;
-            return Hold::Slot;
+            return how;
         }
         slot.held.store(nullptr, std::memory_order_release);
-        return Hold::None;
+        return Hold{};
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (live_.count(comm) == 0) return Hold::None;
+    if (live_.count(comm) == 0) return how;
     comm->active_calls.fetch_add(1);
-    return Hold::Counted;
+    how.counted = true;
+    return how;
 }
 
-void LiveComms::release(nnpccl_comm *comm, Hold how) {
-    if (how == Hold::Slot) this_thread_slot().held.store(nullptr, std::memory_order_release);
-    else if (how == Hold::Counted) comm->active_calls.fetch_sub(1);
+void LiveComms::release(nnpccl_comm *comm, const Hold &how) {
+    if (how.slot != nullptr) how.slot->held.store(nullptr, std::memory_order_release);
+    else if (how.counted) comm->active_calls.fetch_sub(1);
 }
 
 bool LiveComms::held_anywhere(const nnpccl_comm *comm) const {

@@ -53,10 +53,16 @@ public:
     // Takes the handle out; returns once no call holds it.
     void remove(nnpccl_comm *comm);
 
-    // How one call holds its communicator.
-    enum class Hold { None, Slot, Counted };
+    struct Slot;
+    // How one call holds its communicator: in this thread's slot, counted
+    // in it, or not at all (it is not live).
+    struct Hold {
+        Slot *slot = nullptr;
+        bool counted = false;
+        bool held() const { return slot != nullptr || counted; }
+    };
     Hold hold(nnpccl_comm *comm);
-    void release(nnpccl_comm *comm, Hold how);
+    void release(nnpccl_comm *comm, const Hold &how);
 
     // A thread's slot: the handle it holds (null between calls), and the
     // handle it last found live with the removal count it saw then. Slots
@@ -87,7 +93,7 @@ LiveComms &live_comms();
 class CallGuard {
 public:
     explicit CallGuard(nnpccl_comm *comm) : asked_(comm), how_(live_comms().hold(comm)) {
-        held_ = how_ != LiveComms::Hold::None ? comm : nullptr;
+        held_ = how_.held() ? comm : nullptr;
     }
     ~CallGuard() { release(); }
     CallGuard(const CallGuard &) = delete;

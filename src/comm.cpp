@@ -140,7 +140,8 @@ Status nnpccl_comm::run_blocking(const Call &call) {
     OperationName name;
     number(call, &announcement, &name);
     const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run->schedule();
-    ScratchPool::Lease scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
+    ScratchPool::Lease scratch;
+    if (schedule.scratch_elems > 0) scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
     if (blocking_run == nullptr)
         blocking_run = std::make_unique<ScheduleRun>(std::move(replanned), call, scratch.get(), announcement, route,
                                                      reduce_scratch.data(), trace);

@@ -34,8 +34,7 @@ void ScheduleRun::again(const Call &call, void *scratch, const Announcement &ann
     announcement_ = announcement;
     elem_size_ = datatype_size(call.datatype);
     std::fill(cursor_.begin(), cursor_.end(), 0);
-    std::fill(announced_.begin(), announced_.end(), 0);
-    std::fill(verified_.begin(), verified_.end(), 0);
+    ++run_number_;
     in_flight_.clear();
     traced_.begun = false;
     traced_.ended = false;
@@ -111,8 +110,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     void *out = nullptr;
     Transport *rx = step.has(kRecv) ? route_[static_cast<size_t>(step.recv_peer)] : nullptr;
     Transport *tx = step.has(kSend) ? route_[static_cast<size_t>(step.send_peer)] : nullptr;
-    const bool check_descriptor = rx != nullptr && !verified_[stream_index(step.recv_peer, channel)];
-    const bool send_descriptor = tx != nullptr && !announced_[stream_index(step.send_peer, channel)];
+    const bool check_descriptor = rx != nullptr && verified_[stream_index(step.recv_peer, channel)] != run_number_;
+    const bool send_descriptor = tx != nullptr && announced_[stream_index(step.send_peer, channel)] != run_number_;
     char *src = address(step.src);
     char *dst = address(step.dst);
     const bool store = step.has(kStore);
@@ -190,7 +189,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     if (rx != nullptr) {
         rx->release_recv(step.recv_peer, channel);
-        verified_[stream_index(step.recv_peer, channel)] = 1;
+        verified_[stream_index(step.recv_peer, channel)] = run_number_;
     }
     if (tx != nullptr) {
         if (send_descriptor)
@@ -202,7 +201,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         } else {
             tx->commit_send(step.send_peer, channel, bytes + tx_header);
         }
-        announced_[stream_index(step.send_peer, channel)] = 1;
+        announced_[stream_index(step.send_peer, channel)] = run_number_;
     }
     if (trace_ != nullptr) trace_step(channel, step, bytes, ran_ns);
     return true;

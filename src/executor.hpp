@@ -98,9 +98,12 @@ private:
     const std::vector<Transport *> &route_;
     std::vector<size_t> cursor_;
     unsigned char *message_scratch_; // one message: where a reduce lands before it is sent
-    // Per (peer, channel): whether this operation's descriptor went out / came in yet.
-    std::vector<uint8_t> announced_;
-    std::vector<uint8_t> verified_;
+    // Per (peer, channel): the number of the run (run_number_, one per
+    // start or again()) whose descriptor went out / came in last, so that
+    // starting again clears nothing.
+    uint64_t run_number_ = 1;
+    std::vector<uint64_t> announced_;
+    std::vector<uint64_t> verified_;
     // Sends in place (Transport::sends_in_place) not yet done: no step may
     // write the bytes they read, and the run is not finished, until they are.
     struct InPlaceSend {

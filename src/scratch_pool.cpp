@@ -13,8 +13,6 @@ ScratchPool::Lease &ScratchPool::Lease::operator=(Lease &&other) noexcept {
     return *this;
 }
 
-ScratchPool::Lease::~Lease() { give_back(); }
-
 void ScratchPool::Lease::give_back() {
     if (pool_ != nullptr && buffer_.data != nullptr) pool_->give_back(std::move(buffer_));
     pool_.reset();

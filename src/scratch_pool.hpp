@@ -26,7 +26,9 @@ public:
         Lease &operator=(const Lease &) = delete;
         Lease(Lease &&) = default;
         Lease &operator=(Lease &&other) noexcept;
-        ~Lease();
+        ~Lease() {
+            if (pool_ != nullptr) give_back();
+        }
         unsigned char *get() const { return buffer_.data.get(); }
 
     private:

@@ -12,7 +12,7 @@ struct DatatypeInfo {
     const char *aliases[4];
 };
 
-const DatatypeInfo kDatatypes[NNPCCL_NUM_DATATYPES] = {
+constexpr DatatypeInfo kDatatypes[NNPCCL_NUM_DATATYPES] = {
     {"int8", 1, {"char", "i8", nullptr, nullptr}},
     {"uint8", 1, {"u8", nullptr, nullptr, nullptr}},
     {"int32", 4, {"int", "i32", nullptr, nullptr}},
@@ -25,11 +25,16 @@ const DatatypeInfo kDatatypes[NNPCCL_NUM_DATATYPES] = {
     {"double", 8, {"float64", "fp64", "f64", nullptr}},
 };
 
+constexpr bool sizes_agree() {
+    for (int i = 0; i < NNPCCL_NUM_DATATYPES; ++i)
+        if (kDatatypes[i].size != datatype_size(static_cast<nnpccl_datatype_t>(i))) return false;
+    return true;
+}
+static_assert(sizes_agree(), "datatype_size (dtype.hpp) and kDatatypes disagree");
+
 const char *const kRedops[NNPCCL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
 
 } // namespace
-
-size_t datatype_size(nnpccl_datatype_t dt) { return valid_datatype(dt) ? kDatatypes[dt].size : 0; }
 
 const char *datatype_name(nnpccl_datatype_t dt) { return valid_datatype(dt) ? kDatatypes[dt].name : "?"; }
 

@@ -10,10 +10,14 @@
 
 namespace nnpccl {
 
-inline bool valid_datatype(int dt) { return dt >= 0 && dt < NNPCCL_NUM_DATATYPES; }
-inline bool valid_redop(int op) { return op >= 0 && op < NNPCCL_NUM_OPS; }
+constexpr bool valid_datatype(int dt) { return dt >= 0 && dt < NNPCCL_NUM_DATATYPES; }
+constexpr bool valid_redop(int op) { return op >= 0 && op < NNPCCL_NUM_OPS; }
 
-size_t datatype_size(nnpccl_datatype_t dt);
+// 0 for a value that is not a datatype. Inline: every call asks it.
+constexpr size_t datatype_size(nnpccl_datatype_t dt) {
+    constexpr size_t kSizes[NNPCCL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return valid_datatype(dt) ? kSizes[dt] : 0;
+}
 // nccl-tests's names where they exist ("float", "half", "bfloat16", "int8" ...).
 const char *datatype_name(nnpccl_datatype_t dt);
 const char *redop_name(nnpccl_redop_t op);

@@ -3,6 +3,7 @@
 // nnpccl_result_t and keeps the message for nnpccl_get_last_error().
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -10,20 +11,40 @@
 
 namespace nnpccl {
 
+// A success carries no message and costs two words to make and nothing to
+// destroy: a small call passes through a dozen of them.
 class Status {
 public:
     Status() = default;
-    Status(nnpccl_result_t code, std::string message) : code_(code), message_(std::move(message)) {}
+    Status(nnpccl_result_t code, std::string message)
+        : code_(code), message_(message.empty() ? nullptr : std::make_unique<std::string>(std::move(message))) {}
+    Status(const Status &other) : code_(other.code_), message_(copy(other.message_)) {}
+    Status &operator=(const Status &other) {
+        if (this != &other) {
+            code_ = other.code_;
+            message_ = copy(other.message_);
+        }
+        return *this;
+    }
+    Status(Status &&) noexcept = default;
+    Status &operator=(Status &&) noexcept = default;
 
     static Status ok() { return {}; }
     bool is_ok() const { return code_ == NNPCCL_SUCCESS; }
     explicit operator bool() const { return is_ok(); }
     nnpccl_result_t code() const { return code_; }
-    const std::string &message() const { return message_; }
+    const std::string &message() const { return message_ != nullptr ? *message_ : no_message(); }
 
 private:
+    static std::unique_ptr<std::string> copy(const std::unique_ptr<std::string> &m) {
+        return m != nullptr ? std::make_unique<std::string>(*m) : nullptr;
+    }
+    static const std::string &no_message() {
+        static const std::string empty;
+        return empty;
+    }
     nnpccl_result_t code_ = NNPCCL_SUCCESS;
-    std::string message_;
+    std::unique_ptr<std::string> message_;
 };
 
 // printf-style message formatting for Status and logs.
