@@ -37,7 +37,8 @@ bool register_private_expedited() {
 // A child of fork() runs one thread and need not inherit the parent's
 // registration: it asks again before anything can hold a communicator.
 LiveComms::LiveComms() : asymmetric_fences_(register_private_expedited()) {
-    pthread_atfork(nullptr, nullptr, [] { live_comms().asymmetric_fences_ = register_private_expedited(); });
+    pthread_atfork(nullptr, nullptr,
+                   [] { live_comms().asymmetric_fences_.store(register_private_expedited(), std::memory_order_relaxed); });
 }
 
 namespace {
@@ -77,7 +78,7 @@ LiveComms::Slot &LiveComms::this_thread_slot() {
 // a holder's store and load need only stay in order in the compiler; a
 // thread that is not running has passed the scheduler's full barrier.
 void LiveComms::hold_fence() const {
-    if (asymmetric_fences_) std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (asymmetric_fences_.load(std::memory_order_relaxed)) std::atomic_signal_fence(std::memory_order_seq_cst);
     else std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
@@ -131,8 +132,14 @@ void LiveComms::remove(nnpccl_comm *comm) {
         live_.erase(comm);
         removals_.fetch_add(1);
     }
-    if (asymmetric_fences_) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-    else std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (asymmetric_fences_.load(std::memory_order_relaxed) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+        // Refused after all: holders fence for themselves from now on, and
+        // a hold already past its store has long left the store buffer.
+        asymmetric_fences_.store(false, std::memory_order_relaxed);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     while (held_anywhere(comm) || comm->active_calls.load() > 0)
         std::this_thread::sleep_for(std::chrono::microseconds(100));
 }

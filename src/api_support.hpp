@@ -84,7 +84,7 @@ private:
     std::unordered_set<const nnpccl_comm *> live_; // under mutex_
     std::atomic<uint64_t> removals_{0};
     std::atomic<Slot *> slots_{nullptr};
-    bool asymmetric_fences_ = false; // membarrier(2) fences the holders for remove()
+    std::atomic<bool> asymmetric_fences_{false}; // membarrier(2) fences the holders for remove()
 };
 
 LiveComms &live_comms();
