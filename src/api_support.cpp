@@ -109,7 +109,7 @@ LiveComms::Hold LiveComms::hold(nnpccl_comm *comm) {
         return Hold{};
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (live_.count(comm) == 0) return how;
+    if (live_.count(comm) == 0) return Hold{};
     comm->active_calls.fetch_add(1);
     how.counted = true;
     return how;

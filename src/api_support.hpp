@@ -92,34 +92,31 @@ LiveComms &live_comms();
 // Holds the communicator alive for the length of one API call.
 class CallGuard {
 public:
-    explicit CallGuard(nnpccl_comm *comm) : asked_(comm), how_(live_comms().hold(comm)) {
-        held_ = how_.held() ? comm : nullptr;
-    }
+    explicit CallGuard(nnpccl_comm *comm) : asked_(comm), how_(live_comms().hold(comm)) {}
     ~CallGuard() { release(); }
     CallGuard(const CallGuard &) = delete;
     CallGuard &operator=(const CallGuard &) = delete;
 
-    bool held() const { return held_ != nullptr; }
+    bool held() const { return how_.held(); }
     // Ends the hold early: abort and destroy, before they free the communicator.
     void release() {
-        if (held_ != nullptr) live_comms().release(held_, how_);
-        held_ = nullptr;
+        if (how_.held()) live_comms().release(asked_, how_);
+        how_ = {};
     }
     // Whether the handle names a live communicator (report failures with no communicator).
     Status check_live() const {
         if (asked_ == nullptr) return invalid_argument("comm is NULL");
-        if (held_ == nullptr) return invalid_argument("comm is not a live communicator (destroyed, aborted or corrupt)");
+        if (!how_.held()) return invalid_argument("comm is not a live communicator (destroyed, aborted or corrupt)");
         return Status::ok();
     }
     // Whether it may still start work (report failures on the communicator).
     Status check_open() const {
-        return held_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
+        return asked_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
     }
 
 private:
     nnpccl_comm *asked_;
     LiveComms::Hold how_;
-    nnpccl_comm *held_;
 };
 
 // Frees the communicator once no other thread is inside a call on it. The

@@ -96,17 +96,6 @@ Status nnpccl_comm::start(const Call &call, bool background, std::shared_ptr<Ope
     return start_planned(call, std::move(plan), background, out);
 }
 
-nnpccl_comm::PlannedShape nnpccl_comm::planned_shape(const Call &call) const {
-    PlannedShape shape;
-    shape.collective = static_cast<int>(call.collective);
-    shape.count = call.count;
-    shape.elem_size = call.elem_size;
-    shape.root = call.root;
-    shape.in_place = call.in_place;
-    shape.generation = selector->generation();
-    return shape;
-}
-
 Status nnpccl_comm::start_and_wait(const Call &call, Plan plan) {
     std::shared_ptr<Operation> op;
     NNPCCL_TRY(start_planned(call, std::move(plan), false, &op));
@@ -123,9 +112,9 @@ Status nnpccl_comm::run_blocking(const Call &call) {
         return start_and_wait(call, std::move(plan));
     }
     // Driving alone: the blocking run and its shape are this thread's.
-    const PlannedShape shape = planned_shape(call);
+    const PlannedShape shape{ScheduleCache::key_for(call, nullptr), selector->generation()};
     std::shared_ptr<const Schedule> replanned;
-    if (blocking_run == nullptr || !(shape == blocking_shape)) {
+    if (blocking_run == nullptr || blocking_shape != shape) {
         Plan plan;
         NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
         // So do the tuner's trials and agreements.
@@ -134,14 +123,13 @@ Status nnpccl_comm::run_blocking(const Call &call) {
             return start_and_wait(call, std::move(plan));
         }
         replanned = std::move(plan.schedule);
-        blocking_shape = selector->settled(call) ? shape : PlannedShape{};
+        blocking_shape = selector->settled(call) ? std::optional<PlannedShape>(shape) : std::nullopt;
     }
     Announcement announcement;
     OperationName name;
     number(call, &announcement, &name);
     const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run->schedule();
-    ScratchPool::Lease scratch;
-    if (schedule.scratch_elems > 0) scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
+    ScratchPool::Lease scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
     if (blocking_run == nullptr)
         blocking_run = std::make_unique<ScheduleRun>(std::move(replanned), call, scratch.get(), announcement, route,
                                                      reduce_scratch.data(), trace);

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bootstrap.hpp"
@@ -140,20 +142,10 @@ private:
     // choice for it is settled: a loop of like calls asks the selector
     // nothing.
     std::unique_ptr<nnpccl::ScheduleRun> blocking_run;
-    struct PlannedShape {
-        int collective = -1;
-        size_t count = 0;
-        size_t elem_size = 0;
-        int root = -1;
-        bool in_place = false;
-        uint64_t generation = 0;
-        bool operator==(const PlannedShape &o) const {
-            return collective == o.collective && count == o.count && elem_size == o.elem_size && root == o.root &&
-                   in_place == o.in_place && generation == o.generation;
-        }
-    };
-    PlannedShape planned_shape(const nnpccl::Call &call) const;
-    PlannedShape blocking_shape; // collective -1: none settled
+    // The schedule cache's key of the planner's choice, and the selector's
+    // generation it was planned under.
+    using PlannedShape = std::pair<nnpccl::ScheduleCache::Key, uint64_t>;
+    std::optional<PlannedShape> blocking_shape; // none while the choice is not settled
     nnpccl::Status start_and_wait(const nnpccl::Call &call, nnpccl::Plan plan);
     void attach_run(nnpccl::Operation &op, std::shared_ptr<const nnpccl::Schedule> schedule,
                     const nnpccl::Call &call, const nnpccl::Announcement &announcement);

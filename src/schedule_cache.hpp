@@ -10,6 +10,7 @@
 #include <memory>
 #include <tuple>
 
+#include "collective.hpp"
 #include "schedule.hpp"
 
 namespace nnpccl {
@@ -19,6 +20,9 @@ public:
     // collective, count, element size, root, in place, and the algorithm
     // (an AlgorithmInfo) when one was asked for, null for the planner's choice
     using Key = std::tuple<int, size_t, size_t, int, bool, const void *>;
+    static Key key_for(const CollectiveArgs &args, const void *algorithm) {
+        return {static_cast<int>(args.collective), args.count, args.elem_size, args.root, args.in_place, algorithm};
+    }
     explicit ScheduleCache(size_t capacity = 256) : capacity_(capacity) {}
 
     std::shared_ptr<const Schedule> find(const Key &key) {

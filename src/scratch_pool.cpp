@@ -19,8 +19,7 @@ void ScratchPool::Lease::give_back() {
     buffer_ = {};
 }
 
-ScratchPool::Lease ScratchPool::acquire(size_t bytes) {
-    if (bytes == 0) return {};
+ScratchPool::Lease ScratchPool::acquire_buffer(size_t bytes) {
     std::vector<Lease::Buffer> dropped; // freed outside the lock
     {
         std::lock_guard<std::mutex> lock(mutex_);

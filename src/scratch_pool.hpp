@@ -47,10 +47,11 @@ public:
     explicit ScratchPool(size_t kept = 4) : kept_(kept) {}
 
     // A buffer of at least `bytes` (not zeroed); an empty lease for 0.
-    Lease acquire(size_t bytes);
+    Lease acquire(size_t bytes) { return bytes == 0 ? Lease() : acquire_buffer(bytes); }
     size_t free_buffers() const;
 
 private:
+    Lease acquire_buffer(size_t bytes);
     void give_back(Lease::Buffer buffer);
     size_t kept_;
     mutable std::mutex mutex_;

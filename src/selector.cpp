@@ -6,10 +6,6 @@ namespace nnpccl {
 
 namespace {
 
-ScheduleCache::Key cache_key(const CollectiveArgs &args, const AlgorithmInfo *algorithm) {
-    return {static_cast<int>(args.collective), args.count, args.elem_size, args.root, args.in_place, algorithm};
-}
-
 std::string list_predictions(const std::vector<Prediction> &predictions, bool with_reasons) {
     std::string list;
     for (const Prediction &p : predictions) {
@@ -111,7 +107,7 @@ Status Selector::choose(const CollectiveArgs &args, uint64_t collectives_issued,
 Status Selector::model_schedule(const CollectiveArgs &args, std::shared_ptr<const Schedule> *out) {
     const std::string *forced = forced_name(args);
     std::lock_guard<std::mutex> lock(plan_mutex_);
-    const ScheduleCache::Key key = cache_key(args, forced != nullptr ? find_algorithm(*forced) : nullptr);
+    const ScheduleCache::Key key = ScheduleCache::key_for(args, forced != nullptr ? find_algorithm(*forced) : nullptr);
     std::shared_ptr<const Schedule> schedule = cache_.find(key);
     if (schedule == nullptr) {
         // Rank 0 logs each collective's choice once per power-of-two size.
@@ -133,7 +129,7 @@ Status Selector::model_schedule(const CollectiveArgs &args, std::shared_ptr<cons
 Status Selector::schedule_with(const AlgorithmInfo &algorithm, const CollectiveArgs &args,
                                std::shared_ptr<const Schedule> *out) {
     std::lock_guard<std::mutex> lock(plan_mutex_);
-    const ScheduleCache::Key key = cache_key(args, &algorithm);
+    const ScheduleCache::Key key = ScheduleCache::key_for(args, &algorithm);
     std::shared_ptr<const Schedule> schedule = cache_.find(key);
     if (schedule == nullptr) {
         std::string why_not;

@@ -6,31 +6,24 @@ namespace nnpccl {
 
 namespace {
 
+// Sizes are datatype_size's (dtype.hpp).
 struct DatatypeInfo {
     const char *name;
-    size_t size;
     const char *aliases[4];
 };
 
-constexpr DatatypeInfo kDatatypes[NNPCCL_NUM_DATATYPES] = {
-    {"int8", 1, {"char", "i8", nullptr, nullptr}},
-    {"uint8", 1, {"u8", nullptr, nullptr, nullptr}},
-    {"int32", 4, {"int", "i32", nullptr, nullptr}},
-    {"uint32", 4, {"u32", nullptr, nullptr, nullptr}},
-    {"int64", 8, {"i64", nullptr, nullptr, nullptr}},
-    {"uint64", 8, {"u64", nullptr, nullptr, nullptr}},
-    {"half", 2, {"float16", "fp16", "f16", nullptr}},
-    {"bfloat16", 2, {"bf16", nullptr, nullptr, nullptr}},
-    {"float", 4, {"float32", "fp32", "f32", nullptr}},
-    {"double", 8, {"float64", "fp64", "f64", nullptr}},
+const DatatypeInfo kDatatypes[NNPCCL_NUM_DATATYPES] = {
+    {"int8", {"char", "i8", nullptr, nullptr}},
+    {"uint8", {"u8", nullptr, nullptr, nullptr}},
+    {"int32", {"int", "i32", nullptr, nullptr}},
+    {"uint32", {"u32", nullptr, nullptr, nullptr}},
+    {"int64", {"i64", nullptr, nullptr, nullptr}},
+    {"uint64", {"u64", nullptr, nullptr, nullptr}},
+    {"half", {"float16", "fp16", "f16", nullptr}},
+    {"bfloat16", {"bf16", nullptr, nullptr, nullptr}},
+    {"float", {"float32", "fp32", "f32", nullptr}},
+    {"double", {"float64", "fp64", "f64", nullptr}},
 };
-
-constexpr bool sizes_agree() {
-    for (int i = 0; i < NNPCCL_NUM_DATATYPES; ++i)
-        if (kDatatypes[i].size != datatype_size(static_cast<nnpccl_datatype_t>(i))) return false;
-    return true;
-}
-static_assert(sizes_agree(), "datatype_size (dtype.hpp) and kDatatypes disagree");
 
 const char *const kRedops[NNPCCL_NUM_OPS] = {"sum", "prod", "min", "max", "avg"};
 

@@ -15,6 +15,8 @@ constexpr bool valid_redop(int op) { return op >= 0 && op < NNPCCL_NUM_OPS; }
 
 // 0 for a value that is not a datatype. Inline: every call asks it.
 constexpr size_t datatype_size(nnpccl_datatype_t dt) {
+    // In nnpccl_datatype_t's order: int8, uint8, int32, uint32, int64,
+    // uint64, float16, bfloat16, float32, float64.
     constexpr size_t kSizes[NNPCCL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
     return valid_datatype(dt) ? kSizes[dt] : 0;
 }
