@@ -86,7 +86,7 @@ CollectiveArgs collective_args(const SimCall &call, int rank, int nranks) {
     a.collective = c;
     a.count = c == Collective::Barrier ? 0 : call.count;
     a.root = has_root(c) ? call.root : is_point_to_point(c) ? (rank + 1) % std::max(1, nranks) : -1;
-    // In place as src/call.cpp decides it from the pointers: gather's and
+    // In place as src/call.hpp decides it from the pointers: gather's and
     // scatter's only at the root; never a send, recv or barrier.
     const bool rooted_only = c == Collective::Gather || c == Collective::Scatter;
     a.in_place =

@@ -1,5 +1,5 @@
 // One call as ccl-sim simulates it: the collective, its size and shape as a
-// communicator completes them (src/call.cpp), every rank's schedule from the
+// communicator completes them (src/call.hpp), every rank's schedule from the
 // algorithm's own builder, and the simulation of all of them together.
 //
 // Calls too large to simulate message by message in reasonable time (direct

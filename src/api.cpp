@@ -40,9 +40,13 @@ void stop_init(nnpccl_comm *comm) {
 }
 
 // Elements of `count` times `factor` of `dt` must fit in memory arithmetic.
+// Multiplies with overflow checks rather than dividing the limit: every call
+// asks, and a 64-bit division costs tens of cycles.
 Status check_count(const char *name, size_t count, size_t factor, nnpccl_datatype_t dt) {
     const size_t elem = datatype_size(dt);
-    if (factor != 0 && count > static_cast<size_t>(PTRDIFF_MAX) / elem / factor)
+    size_t bytes = 0;
+    if (__builtin_mul_overflow(count, factor, &bytes) || __builtin_mul_overflow(bytes, elem, &bytes) ||
+        bytes > static_cast<size_t>(PTRDIFF_MAX))
         return invalid_argument("%s=%zu overflows: %zu x %zu bytes does not fit in memory", name, count, factor, elem);
     return Status::ok();
 }
@@ -85,8 +89,9 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
     return Status::ok();
 }
 
-// Runs a collective on the communicator `guard` holds.
-nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const Call &call, nnpccl_request_t *request) {
+// Runs a collective on the communicator `guard` holds, completing `call` in
+// place (it is the caller's own copy of the arguments).
+nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request) {
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
@@ -96,22 +101,21 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, const Call &call,
         Status failed = comm->engine->failure();
         return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     }
-    Call completed = call;
-    comm->complete(&completed);
-    if (request == nullptr) return report(comm, comm->run_blocking(completed));
+    comm->complete(&call);
+    if (request == nullptr) return report(comm, comm->run_blocking(call));
     std::shared_ptr<Operation> op;
-    st = comm->start(completed, request != nullptr, &op);
+    st = comm->start(call, request != nullptr, &op);
     if (!st) return report(comm, st);
     *request = new nnpccl_request{op, comm};
     return NNPCCL_SUCCESS;
 }
 
-nnpccl_result_t run_blocking(nnpccl_comm *comm, const Call &call) {
+nnpccl_result_t run_blocking(nnpccl_comm *comm, Call call) {
     CallGuard guard(comm);
     return run(comm, guard, call, nullptr);
 }
 
-nnpccl_result_t run_nonblocking(nnpccl_comm *comm, const Call &call, nnpccl_request_t *request) {
+nnpccl_result_t run_nonblocking(nnpccl_comm *comm, Call call, nnpccl_request_t *request) {
     if (request != nullptr) *request = nullptr;
     CallGuard guard(comm);
     if (request == nullptr) return report(guard.held() ? comm : nullptr, invalid_argument("request is NULL"));

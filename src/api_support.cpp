@@ -156,7 +156,7 @@ void free_comm(nnpccl_comm *comm) {
     delete comm;
 }
 
-Status check_ready(const nnpccl_comm *comm) {
+Status not_ready(const nnpccl_comm *comm) {
     switch (comm->init_state.load(std::memory_order_acquire)) {
     case nnpccl_comm::InitState::Ready: return Status::ok();
     case nnpccl_comm::InitState::Running:

@@ -125,6 +125,10 @@ void free_comm(nnpccl_comm *comm);
 
 // Calls that need the built communicator are refused, without waiting,
 // while a nonblocking init is still building it and after that init failed.
-Status check_ready(const nnpccl_comm *comm);
+Status not_ready(const nnpccl_comm *comm); // the error, when it is not
+inline Status check_ready(const nnpccl_comm *comm) {
+    return comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Ready ? Status::ok()
+                                                                                             : not_ready(comm);
+}
 
 } // namespace nnpccl

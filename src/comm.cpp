@@ -19,7 +19,6 @@ nnpccl_comm::~nnpccl_comm() {
     if (Status written = trace->write(); !written) LOG_WARN("%s", written.message().c_str());
 }
 
-void nnpccl_comm::complete(Call *call) const { complete_call(call, rank, nranks, settings.planning.chunk_bytes); }
 
 void nnpccl_comm::set_last_error(const std::string &message) {
     std::lock_guard<std::mutex> lock(error_mutex);
@@ -60,13 +59,7 @@ void nnpccl_comm::number(const Call &call, Announcement *announcement, Operation
         announcement->expected.collective = static_cast<uint32_t>(Collective::Send);
         announcement->expected.root = rank;
     }
-    name->collective = call.collective;
-    name->sequence = sequence;
-    name->count = call.count;
-    name->datatype = call.datatype;
-    name->op = call.op;
-    name->peer = call.root;
-    name->in_place = call.in_place;
+    *name = OperationName::of(call, sequence);
 }
 
 std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announcement *announcement) {
@@ -125,11 +118,18 @@ Status nnpccl_comm::run_blocking(const Call &call) {
         replanned = std::move(plan.schedule);
         blocking_shape = selector->settled(call) ? std::optional<PlannedShape>(shape) : std::nullopt;
     }
+    const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run->schedule();
+    ScratchPool::Lease scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
+    if (replanned == nullptr && call.datatype == blocking_run->call().datatype && call.op == blocking_run->call().op) {
+        // The last call's shape, datatype and op: its announcement but for
+        // the number.
+        const uint64_t sequence = next_sequence++;
+        blocking_run->again(call, scratch.get(), sequence);
+        return engine->run_alone(*blocking_run, OperationName::of(call, sequence));
+    }
     Announcement announcement;
     OperationName name;
     number(call, &announcement, &name);
-    const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run->schedule();
-    ScratchPool::Lease scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
     if (blocking_run == nullptr)
         blocking_run = std::make_unique<ScheduleRun>(std::move(replanned), call, scratch.get(), announcement, route,
                                                      reduce_scratch.data(), trace);

@@ -114,7 +114,9 @@ struct nnpccl_comm {
     // Enqueue (comm.cpp). Completes a call the C API made from its
     // arguments with what the communicator knows (rank, ranks, chunk,
     // element size, in place).
-    void complete(nnpccl::Call *call) const;
+    void complete(nnpccl::Call *call) const {
+        nnpccl::complete_call(call, rank, nranks, settings.planning.chunk_bytes);
+    }
     // Queues a completed, validated call; returns its operation. Not
     // thread-safe: one thread issues a communicator's calls.
     nnpccl::Status start(const nnpccl::Call &call, bool background, std::shared_ptr<nnpccl::Operation> *out);

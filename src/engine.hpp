@@ -67,6 +67,17 @@ struct OperationName {
     bool in_place = false;
     std::string context; // "the tuner's agreement on ...": said before the call, where set
     std::string text() const;
+    static OperationName of(const Call &call, uint64_t sequence) {
+        OperationName name;
+        name.collective = call.collective;
+        name.sequence = sequence;
+        name.count = call.count;
+        name.datatype = call.datatype;
+        name.op = call.op;
+        name.peer = call.root;
+        name.in_place = call.in_place;
+        return name;
+    }
 };
 
 struct Operation {
@@ -145,6 +156,7 @@ private:
     // A driver's time without progress: since when, and the last liveness check.
     struct IdleSpell {
         bool active = false; // the driver clears it whenever something moves
+        unsigned quick_polls = 0; // polls of this spell before it read the clock
         Clock::time_point since{}, last_check{};
     };
     // One turn of waiting for the blocked `run` (of the operation `name`),

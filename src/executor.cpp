@@ -14,9 +14,12 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &c
                          const Announcement &announcement, const std::vector<Transport *> &route,
                          unsigned char *message_scratch, std::shared_ptr<TraceRecorder> trace)
     : schedule_(std::move(schedule)), call_(call), scratch_(scratch), announcement_(announcement),
+
       elem_size_(datatype_size(call.datatype)), route_(route), cursor_(schedule_->channels.size(), 0),
       message_scratch_(message_scratch), announced_(route.size() * schedule_->channels.size(), 0),
-      verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {}
+      verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {
+    plan_single();
+}
 
 void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &call, void *scratch,
                           const Announcement &announcement) {
@@ -26,14 +29,24 @@ void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &
     announced_.resize(route_.size() * channels);
     verified_.resize(route_.size() * channels);
     again(call, scratch, announcement);
+    plan_single();
 }
 
 void ScheduleRun::again(const Call &call, void *scratch, const Announcement &announcement) {
     call_ = call;
-    scratch_ = scratch;
     announcement_ = announcement;
     elem_size_ = datatype_size(call.datatype);
-    std::fill(cursor_.begin(), cursor_.end(), 0);
+    again(call, scratch, announcement.descriptor.sequence);
+}
+
+void ScheduleRun::again(const Call &call, void *scratch, uint64_t sequence) {
+    call_.send = call.send;
+    call_.recv = call.recv;
+    scratch_ = scratch;
+    announcement_.descriptor.sequence = sequence;
+    announcement_.expected.sequence = sequence;
+    if (single_.active) cursor_[0] = 0;
+    else std::fill(cursor_.begin(), cursor_.end(), 0);
     ++run_number_;
     in_flight_.clear();
     traced_.begun = false;
@@ -55,7 +68,7 @@ std::string describe(const OperationDescriptor &d) {
     return text + ")";
 }
 
-bool ScheduleRun::finished() const {
+bool ScheduleRun::steps_finished() const {
     for (size_t c = 0; c < cursor_.size(); ++c)
         if (cursor_[c] < schedule_->channels[c].size()) return false;
     const bool done = std::all_of(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); });
@@ -104,6 +117,68 @@ char *ScheduleRun::address(const BufRef &ref) const {
     return nullptr;
 }
 
+// Checks a received message: the sender's descriptor (when `check_descriptor`,
+// the stream's first message of the run) and its size. On success *header is
+// what lies in front of the payload.
+bool ScheduleRun::accept(int peer, int channel, bool check_descriptor, const Transport &rx, const void *message,
+                         size_t in_bytes, size_t bytes, size_t *header, Status *status) const {
+    const bool beside = descriptor_beside(rx);
+    *header = check_descriptor && !beside ? kDescriptorBytes : 0;
+    if (check_descriptor) {
+        OperationDescriptor theirs;
+        const bool carried = beside || in_bytes >= kDescriptorBytes;
+        if (carried) std::memcpy(&theirs, beside ? rx.recv_header(peer, channel) : message, sizeof theirs);
+        if (!carried || !(theirs == announcement_.expected)) {
+            const bool p2p = announcement_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
+            *status = invalid_usage(
+                "rank %d called %s where this rank called %s: %s", peer,
+                !carried ? "something else" : describe(theirs).c_str(), describe(announcement_.descriptor).c_str(),
+                p2p ? "the n-th send to a rank must match that rank's n-th recv from the sender in count and "
+                      "datatype"
+                    : "every rank must call the same collectives in the same order with the same arguments");
+            return false;
+        }
+    }
+    if (in_bytes != bytes + *header) {
+        *status = invalid_usage("rank %d sent a message of %zu bytes where %zu were due (channel %d, %s)", peer,
+                                in_bytes - *header, bytes, channel, describe(announcement_.descriptor).c_str());
+        return false;
+    }
+    return true;
+}
+
+// The step's arithmetic, once everything it needs is there: `in` is the
+// received payload (null without kRecv), `out` the send slot's (null when
+// nothing is copied into one).
+void ScheduleRun::apply(const Step &step, const void *in, void *out, char *src, char *dst, size_t bytes,
+                        uint32_t divisor) {
+    const bool store = step.has(kStore);
+    if (step.count == 0) {
+        // A zero-byte message (the barrier's signal) carries no data to touch.
+    } else if (in != nullptr && step.has(kReduce)) {
+        // Reduce into the store target (or a cache-hot scratch), then copy
+        // into the send slot: memcpy fills the slot's lines without first
+        // fetching them back from the peer that read them, which a reduce
+        // loop writing the slot would do for every line.
+        void *target = store ? static_cast<void *>(dst) : static_cast<void *>(message_scratch_);
+        reduce(target, in, src, step.count, call_.datatype, call_.op, divisor);
+        if (out != nullptr) std::memcpy(out, target, bytes);
+    } else if (in != nullptr) {
+        if (store) std::memcpy(dst, in, bytes);
+        if (out != nullptr) std::memcpy(out, in, bytes);
+    } else if (step.has(kReduce)) {
+        reduce(dst, dst, src, step.count, call_.datatype, call_.op, divisor);
+        if (out != nullptr) std::memcpy(out, dst, bytes);
+    } else if (divisor == 1) {
+        if (store && dst != src) std::memmove(dst, src, bytes); // in place, the caller's buffers may overlap
+        if (out != nullptr) std::memcpy(out, src, bytes);
+    } else {
+        if (store) divide(dst, src, step.count, call_.datatype, divisor);
+        if (out != nullptr && store) std::memcpy(out, dst, bytes);
+        else if (out != nullptr) divide(out, src, step.count, call_.datatype, divisor);
+    }
+}
+
 bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     const size_t bytes = step.count * elem_size_;
     const void *in = nullptr;
@@ -114,9 +189,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     const bool send_descriptor = tx != nullptr && announced_[stream_index(step.send_peer, channel)] != run_number_;
     char *src = address(step.src);
     char *dst = address(step.dst);
-    const bool store = step.has(kStore);
-    const uint32_t divisor = (step.finalize && call_.op == NNPCCL_AVG) ? static_cast<uint32_t>(call_.nranks) : 1;
-    const bool writes_dst = store || (rx == nullptr && step.has(kReduce));
+    const uint32_t divisor = divisor_of(step);
+    const bool writes_dst = step.has(kStore) || (rx == nullptr && step.has(kReduce));
     if (writes_dst && bytes > 0 && in_flight_overlaps(dst, dst + bytes)) return false;
     // Where the value lies once the step has computed it, if the transport
     // can send it from there: the source of a plain copy, else the target.
@@ -129,31 +203,9 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         size_t in_bytes = 0;
         const void *message = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
         if (message == nullptr) return false;
-        const bool beside = descriptor_beside(*rx);
-        const size_t header = check_descriptor && !beside ? kDescriptorBytes : 0;
-        if (check_descriptor) {
-            OperationDescriptor theirs;
-            const bool carried = beside || in_bytes >= kDescriptorBytes;
-            if (carried)
-                std::memcpy(&theirs, beside ? rx->recv_header(step.recv_peer, channel) : message, sizeof theirs);
-            if (!carried || !(theirs == announcement_.expected)) {
-                const bool p2p = announcement_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
-                *status = invalid_usage(
-                    "rank %d called %s where this rank called %s: %s", step.recv_peer,
-                    !carried ? "something else" : describe(theirs).c_str(),
-                    describe(announcement_.descriptor).c_str(),
-                    p2p ? "the n-th send to a rank must match that rank's n-th recv from the sender in count and "
-                          "datatype"
-                        : "every rank must call the same collectives in the same order with the same arguments");
-                return false;
-            }
-        }
-        if (in_bytes != bytes + header) {
-            *status = invalid_usage("rank %d sent a message of %zu bytes where %zu were due (channel %d, %s)",
-                                    step.recv_peer, in_bytes - header, bytes, channel,
-                                    describe(announcement_.descriptor).c_str());
+        size_t header = 0;
+        if (!accept(step.recv_peer, channel, check_descriptor, *rx, message, in_bytes, bytes, &header, status))
             return false;
-        }
         in = static_cast<const char *>(message) + header;
     }
     void *slot = nullptr;
@@ -166,27 +218,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     // Everything the step needs is here: from now on it runs.
     const int64_t ran_ns = trace_ != nullptr ? trace_now_ns() : 0;
-    if (step.count == 0) {
-        // A zero-byte message (the barrier's signal) carries no data to touch.
-    } else if (rx != nullptr && step.has(kReduce)) {
-        // Reduce into the store target (or a cache-hot scratch), then copy
-        // into the send slot: memcpy fills the slot's lines without first
-        // fetching them back from the peer that read them, which a reduce
-        // loop writing the slot would do for every line.
-        void *target = store ? static_cast<void *>(dst) : static_cast<void *>(message_scratch_);
-        reduce(target, in, src, step.count, call_.datatype, call_.op, divisor);
-        if (out != nullptr) std::memcpy(out, target, bytes);
-    } else if (rx != nullptr) {
-        if (store) std::memcpy(dst, in, bytes);
-        if (out != nullptr) std::memcpy(out, in, bytes);
-    } else if (step.has(kReduce)) {
-        reduce(dst, dst, src, step.count, call_.datatype, call_.op, divisor);
-        if (out != nullptr) std::memcpy(out, dst, bytes);
-    } else {
-        if (store) divide(dst, src, step.count, call_.datatype, divisor);
-        if (out != nullptr && store) std::memcpy(out, dst, bytes);
-        else if (out != nullptr) divide(out, src, step.count, call_.datatype, divisor);
-    }
+    apply(step, in, out, src, dst, bytes, divisor);
     if (rx != nullptr) {
         rx->release_recv(step.recv_peer, channel);
         verified_[stream_index(step.recv_peer, channel)] = run_number_;
@@ -207,7 +239,56 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     return true;
 }
 
-Status ScheduleRun::advance(size_t *progressed) {
+void ScheduleRun::plan_single() {
+    single_ = Single{};
+    if (trace_ != nullptr || schedule_->channels.size() != 1 || schedule_->channels[0].size() != 1) return;
+    const Step &step = schedule_->channels[0][0];
+    Single s;
+    s.step = &step;
+    s.bytes = step.count * elem_size_;
+    if (step.has(kRecv)) s.rx = route_[static_cast<size_t>(step.recv_peer)];
+    if (step.has(kSend)) {
+        s.tx = route_[static_cast<size_t>(step.send_peer)];
+        if (s.bytes > 0 && s.tx->sends_in_place(s.bytes)) return;
+        s.tx_beside = descriptor_beside(*s.tx);
+    }
+    s.active = true;
+    single_ = s;
+}
+
+// try_step for the one step of a single-step schedule: the stream's only
+// message of the run, so its descriptor always goes and is always checked,
+// and no send is in flight from the caller's buffers.
+bool ScheduleRun::try_single(Status *status) {
+    const Step &step = *single_.step;
+    const size_t bytes = single_.bytes;
+    const void *in = nullptr;
+    if (single_.rx != nullptr) {
+        size_t in_bytes = 0;
+        const void *message = single_.rx->try_peek_recv(step.recv_peer, 0, &in_bytes);
+        if (message == nullptr) return false;
+        size_t header = 0;
+        if (!accept(step.recv_peer, 0, true, *single_.rx, message, in_bytes, bytes, &header, status)) return false;
+        in = static_cast<const char *>(message) + header;
+    }
+    void *slot = nullptr;
+    const size_t tx_header = single_.tx_beside ? 0 : kDescriptorBytes;
+    if (single_.tx != nullptr) {
+        slot = single_.tx->try_acquire_send(step.send_peer, 0, bytes + tx_header);
+        if (slot == nullptr) return false;
+    }
+    apply(step, in, slot == nullptr ? nullptr : static_cast<char *>(slot) + tx_header, address(step.src),
+          address(step.dst), bytes, divisor_of(step));
+    if (single_.rx != nullptr) single_.rx->release_recv(step.recv_peer, 0);
+    if (single_.tx != nullptr) {
+        std::memcpy(single_.tx_beside ? single_.tx->send_header(step.send_peer, 0) : slot, &announcement_.descriptor,
+                    sizeof announcement_.descriptor);
+        single_.tx->commit_send(step.send_peer, 0, bytes + tx_header);
+    }
+    return true;
+}
+
+Status ScheduleRun::advance_steps(size_t *progressed) {
     *progressed = 0;
     if (trace_ != nullptr && !traced_.begun) trace_begin(trace_now_ns());
     in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](const InPlaceSend &s) { return s.done(); }),

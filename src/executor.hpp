@@ -70,21 +70,57 @@ public:
                  const Announcement &announcement);
     // The same, keeping the schedule: a call of the same shape.
     void again(const Call &call, void *scratch, const Announcement &announcement);
+    // The same, keeping the announcement too but for the sequence number:
+    // the next collective of the same shape, datatype and op, of which
+    // only the buffers change.
+    void again(const Call &call, void *scratch, uint64_t sequence);
     const Schedule &schedule() const { return *schedule_; }
+    const Call &call() const { return call_; }
 
     // Runs every step that can run now; *progressed counts them. An error
     // (a message of the wrong size, say) ends the run.
-    Status advance(size_t *progressed);
+    Status advance(size_t *progressed) {
+        if (!single_.active) return advance_steps(progressed);
+        Status status;
+        *progressed = cursor_[0] == 0 && try_single(&status) ? 1 : 0;
+        cursor_[0] += *progressed;
+        return status;
+    }
     // With a trace, the first call that sees the run finished ends its
     // operation's event.
-    bool finished() const;
+    bool finished() const { return single_.active ? cursor_[0] != 0 : steps_finished(); }
     // What the run is waiting for, for timeout messages: "rank 3 (recv, channel 0, step 5 of 40)".
     std::string blocked_on() const;
     // The peers the run is waiting for now (to check their liveness).
     std::vector<int> waiting_peers() const;
 
 private:
+    Status advance_steps(size_t *progressed);
+    bool steps_finished() const;
     bool try_step(int channel, const Step &step, Status *status);
+    bool accept(int peer, int channel, bool check_descriptor, const Transport &rx, const void *message,
+                size_t in_bytes, size_t bytes, size_t *header, Status *status) const;
+    void apply(const Step &step, const void *in, void *out, char *src, char *dst, size_t bytes, uint32_t divisor);
+    uint32_t divisor_of(const Step &step) const {
+        return step.finalize && call_.op == NNPCCL_AVG ? static_cast<uint32_t>(call_.nranks) : 1;
+    }
+    // A schedule of one step, run without a trace and with its send (if
+    // any) copied into the transport's buffer, takes a shorter way than
+    // try_step's (a 2-rank broadcast or reduce, any call on one rank):
+    // what try_step works out per step is worked out once per schedule
+    // (plan_single, at construction and restart); advance and finished
+    // look at cursor_[0] alone. Small blocking calls are mostly such runs.
+    struct Single {
+        bool active = false;
+        const Step *step = nullptr;
+        size_t bytes = 0;
+        Transport *rx = nullptr;
+        Transport *tx = nullptr;
+        bool tx_beside = false; // the descriptor rides beside the message
+    };
+    Single single_;
+    void plan_single();
+    bool try_single(Status *status);
     size_t stream_index(int peer, int channel) const {
         return static_cast<size_t>(peer) * schedule_->channels.size() + static_cast<size_t>(channel);
     }

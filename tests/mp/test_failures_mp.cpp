@@ -69,7 +69,58 @@ int mismatched_counts(int rank, int nranks, const nnpccl_unique_id_t &id, size_t
     return failures;
 }
 
+// Every rank makes a few like calls (float sum, one shape), then rank 1
+// alone changes the datatype to int32 (the same element size, so the same
+// shape and schedule) or the op to max: the announcement must carry the
+// change, though the shape's plan is reused.
+int changed_kind(int rank, int nranks, const nnpccl_unique_id_t &id, bool reduce, bool change_op) {
+    nnpccl_comm_t comm = join(rank, nranks, id, 20);
+    if (comm == nullptr) return 1;
+    std::vector<float> send(4, 1.0f), recv(4, 0.0f);
+    auto call = [&](nnpccl_datatype_t dt, nnpccl_redop_t op) {
+        return reduce ? nnpccl_reduce(send.data(), recv.data(), 4, dt, op, 0, comm)
+                      : nnpccl_allreduce(send.data(), recv.data(), 4, dt, op, comm);
+    };
+    int failures = 0;
+    for (int i = 0; i < 3; ++i)
+        if (call(NNPCCL_FLOAT32, NNPCCL_SUM) != NNPCCL_SUCCESS) ++failures;
+    const bool changes = rank == 1;
+    const nnpccl_result_t rc = call(changes && !change_op ? NNPCCL_INT32 : NNPCCL_FLOAT32,
+                                    changes && change_op ? NNPCCL_MAX : NNPCCL_SUM);
+    const std::string message = nnpccl_get_last_error(comm);
+    const std::string changed = change_op ? "(count 4, float, max" : "(count 4, int32, sum";
+    if (reduce && rank != 0 && rc == NNPCCL_SUCCESS) {
+        // A reduce's sender hears nothing back: it learns of the root's
+        // failure by a later call, as with MPI.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        nnpccl_result_t later = NNPCCL_SUCCESS;
+        while (later == NNPCCL_SUCCESS && std::chrono::steady_clock::now() < deadline)
+            later = call(NNPCCL_FLOAT32, NNPCCL_SUM);
+        if (later == NNPCCL_SUCCESS) {
+            std::fprintf(stderr, "rank %d: the root's failure never reached this rank\n", rank);
+            ++failures;
+        }
+    } else if (rc != NNPCCL_ERR_INVALID_USAGE || message.find(changed) == std::string::npos ||
+               message.find("(count 4, float, sum") == std::string::npos) {
+        std::fprintf(stderr, "rank %d: a call that changed only its %s returned %s: %s\n", rank,
+                     change_op ? "op" : "datatype", nnpccl_get_error_string(rc), message.c_str());
+        ++failures;
+    }
+    nnpccl_comm_abort(comm);
+    return failures;
+}
+
 } // namespace
+
+TEST_CASE("a rank that changes only the datatype or op of a repeated call is caught", "[mp][desync]") {
+    for (bool reduce : {false, true})
+        for (bool change_op : {false, true}) {
+            INFO((reduce ? "reduce" : "allreduce") << (change_op ? ", op changed" : ", datatype changed"));
+            CHECK(run_local_ranks(2, [=](int r, int n, const nnpccl_unique_id_t &id) {
+                      return changed_kind(r, n, id, reduce, change_op);
+                  }) == 0);
+        }
+}
 
 TEST_CASE("ranks that call with different counts all get NNPCCL_ERR_INVALID_USAGE", "[mp][desync]") {
     // Small: the direct algorithm, where every rank hears from every other.
