@@ -19,7 +19,6 @@ nnpccl_comm::~nnpccl_comm() {
     if (Status written = trace->write(); !written) LOG_WARN("%s", written.message().c_str());
 }
 
-
 void nnpccl_comm::set_last_error(const std::string &message) {
     std::lock_guard<std::mutex> lock(error_mutex);
     last_error = message;

@@ -14,7 +14,6 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &c
                          const Announcement &announcement, const std::vector<Transport *> &route,
                          unsigned char *message_scratch, std::shared_ptr<TraceRecorder> trace)
     : schedule_(std::move(schedule)), call_(call), scratch_(scratch), announcement_(announcement),
-
       elem_size_(datatype_size(call.datatype)), route_(route), cursor_(schedule_->channels.size(), 0),
       message_scratch_(message_scratch), announced_(route.size() * schedule_->channels.size(), 0),
       verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {

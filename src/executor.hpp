@@ -109,7 +109,7 @@ private:
     // try_step's (a 2-rank broadcast or reduce, any call on one rank):
     // what try_step works out per step is worked out once per schedule
     // (plan_single, at construction and restart); advance and finished
-    // look at cursor_[0] alone. Small blocking calls are mostly such runs.
+    // look at cursor_[0] alone.
     struct Single {
         bool active = false;
         const Step *step = nullptr;
