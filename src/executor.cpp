@@ -146,6 +146,13 @@ bool ScheduleRun::accept(int peer, int channel, bool check_descriptor, const Tra
     return true;
 }
 
+// Writes this rank's descriptor for the message in `slot`: beside it, in
+// the room the transport keeps (`beside`), or in front of its data.
+void ScheduleRun::announce(Transport &tx, int peer, int channel, bool beside, void *slot) const {
+    std::memcpy(beside ? tx.send_header(peer, channel) : slot, &announcement_.descriptor,
+                sizeof announcement_.descriptor);
+}
+
 // The step's arithmetic, once everything it needs is there: `in` is the
 // received payload (null without kRecv), `out` the send slot's (null when
 // nothing is copied into one).
@@ -224,8 +231,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     if (tx != nullptr) {
         if (send_descriptor)
-            std::memcpy(tx_beside ? tx->send_header(step.send_peer, channel) : slot, &announcement_.descriptor,
-                        sizeof announcement_.descriptor);
+            announce(*tx, step.send_peer, channel, tx_beside, slot);
         if (send_from != nullptr) {
             const uint64_t ticket = tx->commit_send_in_place(step.send_peer, channel, tx_header, send_from, bytes);
             in_flight_.push_back({tx, step.send_peer, channel, ticket, send_from, send_from + bytes});
@@ -280,8 +286,7 @@ bool ScheduleRun::try_single(Status *status) {
           address(step.dst), bytes, divisor_of(step));
     if (single_.rx != nullptr) single_.rx->release_recv(step.recv_peer, 0);
     if (single_.tx != nullptr) {
-        std::memcpy(single_.tx_beside ? single_.tx->send_header(step.send_peer, 0) : slot, &announcement_.descriptor,
-                    sizeof announcement_.descriptor);
+        announce(*single_.tx, step.send_peer, 0, single_.tx_beside, slot);
         single_.tx->commit_send(step.send_peer, 0, bytes + tx_header);
     }
     return true;
