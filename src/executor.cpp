@@ -101,6 +101,30 @@ void ScheduleRun::trace_step(int channel, const Step &step, size_t bytes, int64_
 // keeps for it (Transport::header_room), rather than in front of the data.
 bool descriptor_beside(const Transport &t) { return t.header_room() >= sizeof(OperationDescriptor); }
 
+namespace {
+
+// What lies in front of a received payload.
+size_t header_bytes(const Transport &rx, bool check_descriptor) {
+    return check_descriptor && !descriptor_beside(rx) ? kDescriptorBytes : 0;
+}
+
+// Smaller payloads no transport receives in place (ofi does from 32 KiB),
+// so a small step does not pay for asking (Transport::try_peek_recv_into).
+constexpr size_t kPeekIntoMinBytes = 4096;
+
+// The next message for a step that receives `bytes` with `header` in
+// front: where the step only stores the payload at `dst`, the transport
+// may receive it there (*landed).
+const void *peek(Transport &rx, int peer, int channel, const Step &step, size_t bytes, size_t header, char *dst,
+                 size_t *in_bytes, bool *landed) {
+    if (bytes >= kPeekIntoMinBytes && step.has(kStore) && !step.has(kReduce))
+        return rx.try_peek_recv_into(peer, channel, in_bytes, header, dst, bytes, landed);
+    *landed = false;
+    return rx.try_peek_recv(peer, channel, in_bytes);
+}
+
+} // namespace
+
 bool ScheduleRun::in_flight_overlaps(const char *begin, const char *end) const {
     return std::any_of(in_flight_.begin(), in_flight_.end(),
                        [&](const InPlaceSend &s) { return begin < s.end && s.begin < end && !s.done(); });
@@ -122,7 +146,7 @@ char *ScheduleRun::address(const BufRef &ref) const {
 bool ScheduleRun::accept(int peer, int channel, bool check_descriptor, const Transport &rx, const void *message,
                          size_t in_bytes, size_t bytes, size_t *header, Status *status) const {
     const bool beside = descriptor_beside(rx);
-    *header = check_descriptor && !beside ? kDescriptorBytes : 0;
+    *header = header_bytes(rx, check_descriptor);
     if (check_descriptor) {
         OperationDescriptor theirs;
         const bool carried = beside || in_bytes >= kDescriptorBytes;
@@ -170,7 +194,7 @@ void ScheduleRun::apply(const Step &step, const void *in, void *out, char *src, 
         reduce(target, in, src, step.count, call_.datatype, call_.op, divisor);
         if (out != nullptr) std::memcpy(out, target, bytes);
     } else if (in != nullptr) {
-        if (store) std::memcpy(dst, in, bytes);
+        if (store && in != dst) std::memcpy(dst, in, bytes); // in == dst: the transport received it there
         if (out != nullptr) std::memcpy(out, in, bytes);
     } else if (step.has(kReduce)) {
         reduce(dst, dst, src, step.count, call_.datatype, call_.op, divisor);
@@ -207,12 +231,14 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     if (rx != nullptr) {
         size_t in_bytes = 0;
-        const void *message = rx->try_peek_recv(step.recv_peer, channel, &in_bytes);
+        bool landed = false;
+        const void *message = peek(*rx, step.recv_peer, channel, step, bytes, header_bytes(*rx, check_descriptor), dst,
+                                   &in_bytes, &landed);
         if (message == nullptr) return false;
         size_t header = 0;
         if (!accept(step.recv_peer, channel, check_descriptor, *rx, message, in_bytes, bytes, &header, status))
             return false;
-        in = static_cast<const char *>(message) + header;
+        in = landed ? dst : static_cast<const char *>(message) + header;
     }
     void *slot = nullptr;
     const bool tx_beside = tx != nullptr && descriptor_beside(*tx);
@@ -268,13 +294,16 @@ bool ScheduleRun::try_single(Status *status) {
     const Step &step = *single_.step;
     const size_t bytes = single_.bytes;
     const void *in = nullptr;
+    char *dst = address(step.dst);
     if (single_.rx != nullptr) {
         size_t in_bytes = 0;
-        const void *message = single_.rx->try_peek_recv(step.recv_peer, 0, &in_bytes);
+        bool landed = false;
+        const void *message = peek(*single_.rx, step.recv_peer, 0, step, bytes, header_bytes(*single_.rx, true), dst,
+                                   &in_bytes, &landed);
         if (message == nullptr) return false;
         size_t header = 0;
         if (!accept(step.recv_peer, 0, true, *single_.rx, message, in_bytes, bytes, &header, status)) return false;
-        in = static_cast<const char *>(message) + header;
+        in = landed ? dst : static_cast<const char *>(message) + header;
     }
     void *slot = nullptr;
     const size_t tx_header = single_.tx_beside ? 0 : kDescriptorBytes;
@@ -282,8 +311,8 @@ bool ScheduleRun::try_single(Status *status) {
         slot = single_.tx->try_acquire_send(step.send_peer, 0, bytes + tx_header);
         if (slot == nullptr) return false;
     }
-    apply(step, in, slot == nullptr ? nullptr : static_cast<char *>(slot) + tx_header, address(step.src),
-          address(step.dst), bytes, divisor_of(step));
+    apply(step, in, slot == nullptr ? nullptr : static_cast<char *>(slot) + tx_header, address(step.src), dst, bytes,
+          divisor_of(step));
     if (single_.rx != nullptr) single_.rx->release_recv(step.recv_peer, 0);
     if (single_.tx != nullptr) {
         announce(*single_.tx, step.send_peer, 0, single_.tx_beside, slot);

@@ -3,9 +3,11 @@
 # collective of the C API it serves, on 4 ranks of the flat topology, over
 # shared memory and over libfabric: ccl-bench's bit-exact check over sizes
 # from 8 B to 2 MiB, and rank 0's INFO log must show the forced algorithm
-# ran. Over libfabric the chunk is 64 KiB, so blocks take several messages
+# ran. Over libfabric the chunk is 256 KiB, so blocks take several messages
 # and the provider sends them straight out of the caller's buffers (in
-# place, which must never overwrite what a send still reads). Algorithms that do not apply
+# place, which must never overwrite what a send still reads), and the
+# largest go as split messages whose payload a storing step receives
+# straight into the caller's buffer. Algorithms that do not apply
 # on flat (torus2d) must fail with a message saying so; an unknown --algo
 # is a usage error (exit 2). Last, ccl-bench --compare runs them all at once.
 set -u
@@ -25,7 +27,7 @@ pairs=$(awk '$2 == "serves:" {name = $1; $1 = ""; $2 = ""; gsub(/,/, ""); serves
 
 for transport in shm ofi; do
 chunk=
-[ $transport = ofi ] && chunk=64K
+[ $transport = ofi ] && chunk=256K
 echo "$pairs" | while read -r algo applies collectives; do
     for c in $collectives; do
         case " $api_collectives " in *" $c "*) ;; *) continue ;; esac

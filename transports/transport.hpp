@@ -67,6 +67,18 @@ public:
     // stays valid and in place until release_recv.
     virtual const void *try_peek_recv(int peer, int channel, size_t *bytes) = 0;
     virtual void release_recv(int peer, int channel) = 0;
+    // try_peek_recv for a step that only stores the payload (what follows
+    // the message's first `header` bytes) at `dst`, `dst_bytes` long: a
+    // transport that can receive the payload there itself (ofi's messages
+    // sent in place) does so when its length is `dst_bytes` and sets
+    // *landed; the message then holds the header alone, though *bytes
+    // counts both. It may write `dst` before the header has been checked:
+    // a call that fails leaves its output undefined.
+    virtual const void *try_peek_recv_into(int peer, int channel, size_t *bytes, size_t /*header*/, void * /*dst*/,
+                                           size_t /*dst_bytes*/, bool *landed) {
+        *landed = false;
+        return try_peek_recv(peer, channel, bytes);
+    }
 
     // How long a waiting rank should spin (polling) before it sleeps, when it
     // has a core of its own: about the time a typical answer takes to come

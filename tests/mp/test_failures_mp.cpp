@@ -132,6 +132,44 @@ TEST_CASE("ranks that call with different counts all get NNPCCL_ERR_INVALID_USAG
           }) == 0);
 }
 
+TEST_CASE("over ofi, a broadcast whose payload lands in the caller's buffer is still checked against the root's call",
+          "[mp][desync][ofi]") {
+    // Root 0 broadcasts 4 MiB, rank 1 asks for 4.5 MiB: both first messages
+    // are a whole 512 KiB chunk, so ofi receives rank 1's straight into its
+    // buffer (a split message) before the descriptor in front of it is
+    // compared. Rank 1 must still fail, naming both calls, and the root on
+    // this call or, as a broadcast's root hears nothing back, on a later one.
+    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 20);
+              if (comm == nullptr) return 1;
+              const size_t root_count = size_t{1} << 20, other_count = root_count + (size_t{1} << 17);
+              std::vector<float> buf(other_count, rank == 0 ? 3.0f : 0.0f);
+              auto broadcast = [&] {
+                  return nnpccl_broadcast(buf.data(), buf.data(), rank == 0 ? root_count : other_count, NNPCCL_FLOAT32,
+                                          0, comm);
+              };
+              nnpccl_result_t rc = broadcast();
+              const std::string message = nnpccl_get_last_error(comm);
+              int failures = 0;
+              if (rank == 0) {
+                  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                  while (rc == NNPCCL_SUCCESS && std::chrono::steady_clock::now() < deadline) rc = broadcast();
+                  EXPECT(rc != NNPCCL_SUCCESS);
+              } else {
+                  EXPECT(rc == NNPCCL_ERR_INVALID_USAGE);
+                  EXPECT(message.find("rank 0 called broadcast #0 (count " + std::to_string(root_count)) !=
+                         std::string::npos);
+                  EXPECT(message.find("where this rank called broadcast #0 (count " + std::to_string(other_count)) !=
+                         std::string::npos);
+                  if (failures != 0) std::fprintf(stderr, "rank 1: %s\n", message.c_str());
+              }
+              nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
+}
+
 TEST_CASE("ranks with different NNPCCL_TOPO or NNPCCL_NET all fail init, naming both values", "[mp][desync]") {
     // They decide the machine every rank plans on (and which init steps
     // run): ranks that disagree would choose different schedules.

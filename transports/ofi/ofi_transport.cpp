@@ -49,6 +49,25 @@ constexpr uint64_t kBeatIgnore = ~kBeatBit;
 // With this bit too, the sign of life is a farewell: the sender destroyed its
 // communicator cleanly, and its silence from then on is no fault.
 constexpr uint64_t kFarewellBit = uint64_t{1} << 61;
+// A message sent in place whose header fits an inject goes as two: the
+// header (the slot's bytes, then the payload's length) under the stream's
+// tag with kSplitBit, which the receive posted for the stream's next
+// message takes whether the bit is there or not, and the payload under the
+// same tag with kPayloadBit instead, which nothing takes until the receiver
+// posts a receive for it. So the receiver chooses where the payload lands
+// once it has the header: straight in the caller's buffer when the step
+// only stores it (Transport::try_peek_recv_into), one copy fewer, else in
+// the slot behind the header, where a message sent whole would be. Until
+// then the payload waits in the socket, and the connection with it: a
+// header that is its stream's next message waits kClaimWindow for its step
+// to claim the payload, one behind others goes to the slot at once.
+// Splitting costs a few µs a message (an inject more, a turn of progress
+// before the payload is read); the copy it saves pays for that from
+// kSplitMinBytes (docs/performance.md, "TCP").
+constexpr uint64_t kSplitBit = uint64_t{1} << 62;
+constexpr size_t kSplitMinBytes = 256 * 1024;
+constexpr uint64_t kPayloadBit = uint64_t{1} << 63;
+constexpr auto kClaimWindow = std::chrono::microseconds(100);
 constexpr int kBeatReceives = 8;
 // A rank waiting on its peers says it is alive this often, once this
 // transport has been quiet for kBeatAfter: well within the half second (at
@@ -97,6 +116,17 @@ struct SlotOp {
     const void *data = nullptr; // send in place: the caller's bytes that follow the slot's
     size_t data_bytes = 0;
     bool beat = false; // a sign of life, not a stream's message: `stream` is null
+    bool header_sent = false; // send, split (see kSplitBit): the header has gone, the payload not yet
+    // recv, split: the header has come (`split`), and the payload is
+    // posted for (`payload_posted`) into the caller's buffer (`landed`) or
+    // the slot, behind the header's `header_bytes`.
+    bool split = false;
+    bool payload_posted = false;
+    bool landed = false;
+    size_t header_bytes = 0;
+    size_t payload_bytes = 0;
+    void *payload_to = nullptr;
+    Clock::time_point header_at{};
 };
 
 struct Stream {
@@ -129,9 +159,11 @@ struct OfiTransport::Impl {
     uint64_t mr_mode = 0;
     size_t inject_size = 0; // messages up to this size go with fi_tinject: no completion, buffer free at once
     bool in_place = false;  // the provider may send from unregistered caller memory
+    bool recv_in_place = false; // and receive into it
     std::vector<fi_addr_t> addrs;
     std::map<std::pair<int, int>, std::unique_ptr<Stream>> streams;
     std::deque<SlotOp *> unposted; // posts the provider refused with -FI_EAGAIN, in order
+    std::vector<SlotOp *> unclaimed; // split headers at their stream's head whose payload has no receive yet
     uint64_t events = 0;
     bool cq_can_block = false;
     Status error;
@@ -160,6 +192,8 @@ struct OfiTransport::Impl {
     Stream &stream(int peer, int channel);
     bool post_send(SlotOp *op);
     bool post_recv(SlotOp *op);
+    void take_header(SlotOp *op, size_t len, Clock::time_point now);
+    void receive_payload(SlotOp *op, void *dst);
     void beat();
     void farewell();
     void repost_pending();
@@ -334,35 +368,43 @@ Stream &OfiTransport::Impl::stream(int peer, int channel) {
 bool OfiTransport::Impl::post_send(SlotOp *op) {
     Stream &s = *op->stream;
     if (ep == nullptr) return true; // closed after a failure: dropped
+    const fi_addr_t to = addrs[static_cast<size_t>(s.peer)];
+    const uint64_t tag = make_tag(rank, s.channel, op->seq);
+    unsigned char *slot = s.send_mem + op->index * slot_bytes;
+    // False: the provider is busy, post again later. Any other failure ends the communicator.
+    auto posted = [&](ssize_t rc) {
+        if (rc == -FI_EAGAIN) return false;
+        if (rc != 0)
+            record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
+        return true;
+    };
+    if (op->data != nullptr && op->data_bytes >= kSplitMinBytes && op->bytes + sizeof(uint64_t) <= inject_size) {
+        // Split (see kSplitBit): the header goes first, once, then the payload.
+        if (!op->header_sent) {
+            const uint64_t payload_bytes = op->data_bytes;
+            std::memcpy(slot + op->bytes, &payload_bytes, sizeof payload_bytes);
+            ssize_t rc = fi_tinject(ep, slot, op->bytes + sizeof payload_bytes, to, kSplitBit | tag);
+            if (rc != 0) return posted(rc);
+            op->header_sent = true;
+        }
+        return posted(fi_tsend(ep, op->data, op->data_bytes, nullptr, to, kPayloadBit | tag, &op->ctx));
+    }
     if (op->data != nullptr) {
         // Header from the slot, data from the caller: one message.
         iovec iov[2];
         void *desc[2] = {s.send_desc, nullptr};
         size_t n = 0;
-        if (op->bytes > 0) iov[n++] = {s.send_mem + op->index * slot_bytes, op->bytes};
+        if (op->bytes > 0) iov[n++] = {slot, op->bytes};
         iov[n++] = {const_cast<void *>(op->data), op->data_bytes};
-        ssize_t rc = fi_tsendv(ep, iov, op->bytes > 0 ? desc : desc + 1, n, addrs[static_cast<size_t>(s.peer)],
-                               make_tag(rank, s.channel, op->seq), &op->ctx);
-        if (rc == -FI_EAGAIN) return false;
-        if (rc != 0)
-            record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
-        return true;
+        return posted(fi_tsendv(ep, iov, op->bytes > 0 ? desc : desc + 1, n, to, tag, &op->ctx));
     }
     if (op->bytes <= inject_size) {
-        ssize_t rc = fi_tinject(ep, s.send_mem + op->index * slot_bytes, op->bytes, addrs[static_cast<size_t>(s.peer)],
-                                make_tag(rank, s.channel, op->seq));
-        if (rc == -FI_EAGAIN) return false;
-        if (rc != 0)
-            record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
+        if (!posted(fi_tinject(ep, slot, op->bytes, to, tag))) return false;
         op->busy = false; // the provider has copied it
         ++events;
         return true;
     }
-    ssize_t rc = fi_tsend(ep, s.send_mem + op->index * slot_bytes, op->bytes, s.send_desc,
-                          addrs[static_cast<size_t>(s.peer)], make_tag(rank, s.channel, op->seq), &op->ctx);
-    if (rc == -FI_EAGAIN) return false;
-    if (rc != 0) record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
-    return true;
+    return posted(fi_tsend(ep, slot, op->bytes, s.send_desc, to, tag, &op->ctx));
 }
 
 bool OfiTransport::Impl::post_recv(SlotOp *op) {
@@ -374,8 +416,12 @@ bool OfiTransport::Impl::post_recv(SlotOp *op) {
         return true;
     }
     Stream &s = *op->stream;
-    ssize_t rc = fi_trecv(ep, s.recv_mem + op->index * slot_bytes, slot_bytes, s.recv_desc, FI_ADDR_UNSPEC,
-                          make_tag(s.peer, s.channel, op->seq), 0, &op->ctx);
+    const uint64_t tag = make_tag(s.peer, s.channel, op->seq);
+    ssize_t rc = op->payload_posted
+                     ? fi_trecv(ep, op->payload_to, op->payload_bytes, op->landed ? nullptr : s.recv_desc,
+                                FI_ADDR_UNSPEC, kPayloadBit | tag, 0, &op->ctx)
+                     : fi_trecv(ep, s.recv_mem + op->index * slot_bytes, slot_bytes, s.recv_desc, FI_ADDR_UNSPEC, tag,
+                                kSplitBit, &op->ctx);
     if (rc == -FI_EAGAIN) return false;
     if (rc != 0) record_error(system_error("ofi: posting a receive from rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
     return true;
@@ -532,6 +578,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     impl->inject_size = chosen->tx_attr != nullptr ? chosen->tx_attr->inject_size : 0;
     impl->in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
                      chosen->tx_attr->iov_limit >= 2;
+    impl->recv_in_place = !(impl->mr_mode & FI_MR_LOCAL);
 
     int rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
     if (rc == 0) rc = fi_domain(impl->fabric, const_cast<fi_info *>(chosen), &impl->domain, nullptr);
@@ -635,6 +682,7 @@ uint64_t OfiTransport::commit_send_in_place(int peer, int channel, size_t header
     op->bytes = header_bytes;
     op->data = data;
     op->data_bytes = data != nullptr ? bytes : 0;
+    op->header_sent = false;
     op->seq = s.send_seq++;
     // Keep posts in order: behind earlier refused ones, or retried later.
     if (!impl_->unposted.empty() || !impl_->post_send(op)) impl_->unposted.push_back(op);
@@ -649,11 +697,14 @@ bool OfiTransport::send_done(int peer, int channel, uint64_t ticket) const {
 }
 
 void OfiTransport::forget_caller_memory() {
-    bool reading_caller = false;
-    for (auto &entry : impl_->streams)
-        for (const SlotOp &op : entry.second->send_ops) reading_caller = reading_caller || (op.busy && op.data != nullptr);
-    if (!reading_caller) return;
-    // libfabric cannot take back a send; closing the endpoint drops it.
+    bool using_caller = false;
+    for (auto &entry : impl_->streams) {
+        for (const SlotOp &op : entry.second->send_ops) using_caller = using_caller || (op.busy && op.data != nullptr);
+        for (const SlotOp &op : entry.second->recv_ops) using_caller = using_caller || (op.busy && op.landed);
+    }
+    if (!using_caller) return;
+    // libfabric cannot take back a send, nor a receive it has begun to
+    // fill; closing the endpoint drops both.
     if (impl_->error.is_ok()) impl_->error = system_error("ofi: endpoint closed after the communicator failed");
     impl_->close_endpoint();
     for (auto &entry : impl_->streams)
@@ -661,25 +712,79 @@ void OfiTransport::forget_caller_memory() {
 }
 
 const void *OfiTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
+    bool landed = false;
+    return try_peek_recv_into(peer, channel, bytes, 0, nullptr, 0, &landed);
+}
+
+const void *OfiTransport::try_peek_recv_into(int peer, int channel, size_t *bytes, size_t header, void *dst,
+                                             size_t dst_bytes, bool *landed) {
     Stream &s = impl_->stream(peer, channel);
     SlotOp &op = s.recv_ops[s.recv_seq % static_cast<uint64_t>(impl_->slots)];
-    if (!op.complete) return nullptr;
-    *bytes = op.bytes;
-    return s.recv_mem + op.index * impl_->slot_bytes;
+    *landed = op.landed;
+    if (op.complete) {
+        *bytes = op.bytes;
+        return s.recv_mem + op.index * impl_->slot_bytes;
+    }
+    if (op.split && !op.payload_posted) {
+        const bool direct = impl_->recv_in_place && dst != nullptr && op.payload_bytes == dst_bytes &&
+                            op.header_bytes == header;
+        impl_->receive_payload(&op, direct ? dst : nullptr);
+    }
+    return nullptr;
 }
 
 void OfiTransport::release_recv(int peer, int channel) {
     Stream &s = impl_->stream(peer, channel);
     SlotOp *op = &s.recv_ops[s.recv_seq % static_cast<uint64_t>(impl_->slots)];
     op->complete = false;
+    op->split = op->payload_posted = op->landed = false;
     op->busy = true;
     op->seq = s.recv_seq + static_cast<uint64_t>(impl_->slots); // the message `slots` further on
     ++s.recv_seq;
     if (!impl_->unposted.empty() || !impl_->post_recv(op)) impl_->unposted.push_back(op);
 }
 
+// A split message's header has come (see kSplitBit): what it says of the payload.
+void OfiTransport::Impl::take_header(SlotOp *op, size_t len, Clock::time_point now) {
+    Stream &s = *op->stream;
+    uint64_t payload_bytes = 0;
+    if (len < sizeof payload_bytes) {
+        record_error(remote_error("ofi: rank %d sent a split message's header of %zu bytes", s.peer, len));
+        return;
+    }
+    std::memcpy(&payload_bytes, s.recv_mem + op->index * slot_bytes + len - sizeof payload_bytes, sizeof payload_bytes);
+    op->split = true;
+    op->header_bytes = len - sizeof payload_bytes;
+    op->payload_bytes = payload_bytes;
+    op->header_at = now;
+    if (payload_bytes > slot_bytes - op->header_bytes) {
+        record_error(remote_error("ofi: rank %d sent a message of %llu bytes, more than the %zu a message holds", s.peer,
+                                  static_cast<unsigned long long>(payload_bytes), slot_bytes - op->header_bytes));
+        return;
+    }
+    if (op->seq == s.recv_seq) unclaimed.push_back(op);
+    else receive_payload(op, nullptr);
+}
+
+// Posts the receive of a split message's payload: into `dst`, or the slot behind its header.
+void OfiTransport::Impl::receive_payload(SlotOp *op, void *dst) {
+    unclaimed.erase(std::remove(unclaimed.begin(), unclaimed.end(), op), unclaimed.end());
+    op->payload_posted = true;
+    op->landed = dst != nullptr;
+    op->payload_to = dst != nullptr ? dst : op->stream->recv_mem + op->index * slot_bytes + op->header_bytes;
+    op->busy = true;
+    if (!unposted.empty() || !post_recv(op)) unposted.push_back(op);
+}
+
 void OfiTransport::Impl::read_completions(int timeout_ms) {
     if (cq == nullptr) return;
+    if (!unclaimed.empty()) {
+        const Clock::time_point now = Clock::now();
+        for (size_t i = 0; i < unclaimed.size();) {
+            if (now - unclaimed[i]->header_at >= kClaimWindow) receive_payload(unclaimed[i], nullptr); // leaves the list
+            else ++i;
+        }
+    }
     fi_cq_tagged_entry entries[16];
     bool may_block = timeout_ms > 0 && cq_can_block;
     while (true) {
@@ -727,9 +832,16 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
                 continue;
             }
             if (!op->is_send) {
-                op->complete = true;
-                op->bytes = entries[i].len;
                 heard[static_cast<size_t>(op->stream->peer)] = now;
+                if (op->payload_posted) {
+                    op->complete = true;
+                    op->bytes = op->header_bytes + entries[i].len;
+                } else if (entries[i].tag & kSplitBit) {
+                    take_header(op, entries[i].len, now);
+                } else {
+                    op->complete = true;
+                    op->bytes = entries[i].len;
+                }
             }
             ++events;
         }

@@ -10,7 +10,10 @@
 // messages from 32 KiB up skip the first copy: the slot holds only the
 // operation's descriptor and the provider sends the data from the caller's
 // memory (Transport::sends_in_place), one pass over memory fewer per
-// message.
+// message. Such a message goes as a header and a payload, and a receiver
+// whose step only stores the payload receives it straight into the
+// caller's buffer (Transport::try_peek_recv_into), skipping the last pass
+// too (see kSplitBit in the .cpp).
 //
 // Tags: source rank (16 bits) | channel (4 bits) | stream sequence (40
 // bits). Every message of a stream has its own sequence number, so
@@ -59,6 +62,8 @@ public:
     bool send_done(int peer, int channel, uint64_t ticket) const override;
     void forget_caller_memory() override;
     const void *try_peek_recv(int peer, int channel, size_t *bytes) override;
+    const void *try_peek_recv_into(int peer, int channel, size_t *bytes, size_t header, void *dst, size_t dst_bytes,
+                                   bool *landed) override;
     void release_recv(int peer, int channel) override;
     void poll() override;
     uint64_t event_count() const override;
