@@ -309,6 +309,62 @@ TEST_CASE("abort from another thread ends a blocked collective on every rank", "
           }) == 0);
 }
 
+TEST_CASE("over ofi, a buffer that was receiving in place is left alone once the failed call returns",
+          "[mp][dead-peer][ofi]") {
+    // A 64 MiB broadcast down the chain 0 -> 1 -> 2, whose chunks ofi
+    // receives straight into the receivers' buffers; rank 2 is killed
+    // mid-stream, so rank 1 fails while the root, alive, is still sending to
+    // it. Once rank 1's call has returned, its buffer is the caller's again
+    // (a program may free it before it aborts the communicator): nothing may
+    // write it, neither while the failed communicator lies idle nor when
+    // the abort tears its transport down (Transport::forget_caller_memory).
+    // Rank 1 copies what it forwards, so its receives alone use its buffer.
+    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    setenv("NNPCCL_ALGO", "broadcast:ring", 1);
+    std::vector<int> statuses;
+    run_local_ranks(
+        3,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            if (rank == 1) setenv("NNPCCL_OFI_SEND_IN_PLACE", "0", 1);
+            nnpccl_comm_t comm = join(rank, nranks, id, 20);
+            if (comm == nullptr) return 1;
+            std::vector<unsigned char> buf(64 << 20, rank == 0 ? 0x11 : 0);
+            if (rank == 2) {
+                std::thread([] {
+                    usleep(30000);
+                    raise(SIGKILL);
+                }).detach();
+            }
+            nnpccl_result_t rc = NNPCCL_SUCCESS;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (rc == NNPCCL_SUCCESS && std::chrono::steady_clock::now() < deadline)
+                rc = nnpccl_broadcast(buf.data(), buf.data(), buf.size(), NNPCCL_UINT8, 0, comm);
+            std::memset(buf.data(), 0x5a, buf.size());
+            auto written = [&buf] {
+                size_t n = 0;
+                for (unsigned char b : buf) n += b != 0x5a;
+                return n;
+            };
+            usleep(300000); // the failed communicator, idle
+            const size_t while_idle = written();
+            nnpccl_comm_abort(comm);
+            const size_t by_abort = written();
+            if (rc != NNPCCL_ERR_REMOTE || while_idle != 0 || by_abort != 0) {
+                std::fprintf(stderr, "rank %d: the broadcast ended with %s; then %zu bytes were written while idle, %zu by the abort\n",
+                             rank, nnpccl_get_error_string(rc), while_idle, by_abort);
+                return 1;
+            }
+            return 0;
+        },
+        false, &statuses);
+    unsetenv("NNPCCL_ALGO");
+    unsetenv("NNPCCL_TRANSPORT");
+    REQUIRE(statuses.size() == 3);
+    CHECK(statuses[0] == 0);
+    CHECK(statuses[1] == 0);
+    CHECK(statuses[2] == 128 + SIGKILL);
+}
+
 TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {
     // A port scanner, a stray client with random bytes, a truncated hello,
     // an oversized frame and a hello with the wrong secret reach the job's
