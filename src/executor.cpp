@@ -112,13 +112,13 @@ size_t header_bytes(const Transport &rx, bool check_descriptor) {
 // so a small step does not pay for asking (Transport::try_peek_recv_into).
 constexpr size_t kPeekIntoMinBytes = 4096;
 
-// The next message for a step that receives `bytes` with `header` in
-// front: where the step only stores the payload at `dst`, the transport
-// may receive it there (*landed).
-const void *peek(Transport &rx, int peer, int channel, const Step &step, size_t bytes, size_t header, char *dst,
-                 size_t *in_bytes, bool *landed) {
+// The next message for a step that receives `bytes` (with the descriptor
+// in front when `check_descriptor`): where the step only stores the
+// payload at `dst`, the transport may receive it there (*landed).
+const void *peek(Transport &rx, int peer, int channel, const Step &step, size_t bytes, bool check_descriptor,
+                 char *dst, size_t *in_bytes, bool *landed) {
     if (bytes >= kPeekIntoMinBytes && step.has(kStore) && !step.has(kReduce))
-        return rx.try_peek_recv_into(peer, channel, in_bytes, header, dst, bytes, landed);
+        return rx.try_peek_recv_into(peer, channel, in_bytes, header_bytes(rx, check_descriptor), dst, bytes, landed);
     *landed = false;
     return rx.try_peek_recv(peer, channel, in_bytes);
 }
@@ -232,8 +232,8 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     if (rx != nullptr) {
         size_t in_bytes = 0;
         bool landed = false;
-        const void *message = peek(*rx, step.recv_peer, channel, step, bytes, header_bytes(*rx, check_descriptor), dst,
-                                   &in_bytes, &landed);
+        const void *message =
+            peek(*rx, step.recv_peer, channel, step, bytes, check_descriptor, dst, &in_bytes, &landed);
         if (message == nullptr) return false;
         size_t header = 0;
         if (!accept(step.recv_peer, channel, check_descriptor, *rx, message, in_bytes, bytes, &header, status))
@@ -298,8 +298,7 @@ bool ScheduleRun::try_single(Status *status) {
     if (single_.rx != nullptr) {
         size_t in_bytes = 0;
         bool landed = false;
-        const void *message = peek(*single_.rx, step.recv_peer, 0, step, bytes, header_bytes(*single_.rx, true), dst,
-                                   &in_bytes, &landed);
+        const void *message = peek(*single_.rx, step.recv_peer, 0, step, bytes, true, dst, &in_bytes, &landed);
         if (message == nullptr) return false;
         size_t header = 0;
         if (!accept(step.recv_peer, 0, true, *single_.rx, message, in_bytes, bytes, &header, status)) return false;
