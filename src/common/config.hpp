@@ -36,7 +36,7 @@ struct ShmOptions {
 };
 struct OfiOptions {
     int slots = 8;             // NNPCCL_SHM_SLOTS too: receives posted per stream
-    bool send_in_place = true; // NNPCCL_OFI_SEND_IN_PLACE=0 copies every message into a registered slot
+    bool send_in_place = true; // NNPCCL_OFI_SEND_IN_PLACE=0: every message through registered slots, both ways
 };
 struct PlanningOptions {
     size_t chunk_bytes = 512 * 1024; // NNPCCL_CHUNK_SIZE: pipelining unit (data per message)

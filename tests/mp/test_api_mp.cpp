@@ -452,6 +452,34 @@ TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arri
     CHECK(status == 0);
 }
 
+TEST_CASE("over ofi, ranks that differ in NNPCCL_OFI_SEND_IN_PLACE still agree on every large message", "[mp][ofi]") {
+    // Rank 0 sends from and receives into the caller's buffers (its large
+    // messages go split), rank 1 copies everything through its slots: each
+    // side must read the other's messages whole, in both directions.
+    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        if (rank == 1) setenv("NNPCCL_OFI_SEND_IN_PLACE", "0", 1);
+        nnpccl_comm_t comm = init(rank, nranks, id, 30);
+        if (comm == nullptr) return 1;
+        int failures = 0;
+        const size_t block = size_t{3} << 18; // 3 MiB of floats: six 512 KiB messages, every one split
+        std::vector<float> mine(block, static_cast<float>(rank + 1)), all(2 * block, 0.0f);
+        EXPECT(nnpccl_allgather(mine.data(), all.data(), block, NNPCCL_FLOAT32, comm) == NNPCCL_SUCCESS);
+        EXPECT(all.front() == 1.0f && all[block - 1] == 1.0f && all[block] == 2.0f && all.back() == 2.0f);
+        for (int root = 0; root < 2; ++root) {
+            std::vector<float> data(block, rank == root ? 7.0f + static_cast<float>(root) : 0.0f);
+            EXPECT(nnpccl_broadcast(data.data(), data.data(), block, NNPCCL_FLOAT32, root, comm) == NNPCCL_SUCCESS);
+            size_t wrong = 0;
+            for (float v : data) wrong += v != 7.0f + static_cast<float>(root);
+            EXPECT(wrong == 0);
+        }
+        EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+        return failures;
+    });
+    unsetenv("NNPCCL_TRANSPORT");
+    CHECK(status == 0);
+}
+
 TEST_CASE("destroy while sends over ofi are still leaving, finished by the progress thread", "[mp][ofi][teardown]") {
     // Sends copied into the transport's slots end the call once posted; the
     // last of them stay in flight while the receiver is away, and the

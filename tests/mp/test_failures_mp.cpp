@@ -318,14 +318,12 @@ TEST_CASE("over ofi, a buffer that was receiving in place is left alone once the
     // (a program may free it before it aborts the communicator): nothing may
     // write it, neither while the failed communicator lies idle nor when
     // the abort tears its transport down (Transport::forget_caller_memory).
-    // Rank 1 copies what it forwards, so its receives alone use its buffer.
     setenv("NNPCCL_TRANSPORT", "ofi", 1);
     setenv("NNPCCL_ALGO", "broadcast:ring", 1);
     std::vector<int> statuses;
     run_local_ranks(
         3,
         [](int rank, int nranks, const nnpccl_unique_id_t &id) {
-            if (rank == 1) setenv("NNPCCL_OFI_SEND_IN_PLACE", "0", 1);
             nnpccl_comm_t comm = join(rank, nranks, id, 20);
             if (comm == nullptr) return 1;
             std::vector<unsigned char> buf(64 << 20, rank == 0 ? 0x11 : 0);

@@ -580,7 +580,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     impl->inject_size = chosen->tx_attr != nullptr ? chosen->tx_attr->inject_size : 0;
     impl->in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL) && chosen->tx_attr != nullptr &&
                      chosen->tx_attr->iov_limit >= 2;
-    impl->recv_in_place = !(impl->mr_mode & FI_MR_LOCAL);
+    impl->recv_in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL);
 
     int rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
     if (rc == 0) rc = fi_domain(impl->fabric, const_cast<fi_info *>(chosen), &impl->domain, nullptr);
