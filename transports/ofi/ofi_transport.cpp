@@ -58,11 +58,12 @@ constexpr uint64_t kFarewellBit = uint64_t{1} << 61;
 // once it has the header: straight in the caller's buffer when the step
 // only stores it (Transport::try_peek_recv_into), one copy fewer, else in
 // the slot behind the header, where a message sent whole would be. Until
-// then the payload waits in the socket, and the connection with it, so a
-// header waits at most kClaimWindow for its step to claim the payload
-// (usually the step is there, or one step behind), then the payload goes
-// to the slot. The wait is bounded, so a stalled connection never holds up
-// whatever the step itself waits for.
+// then the payload waits in the socket, and the connection with it, so
+// only a header that is its stream's next message waits, at most
+// kClaimWindow, for its step to claim the payload; one behind others goes
+// to the slot at once, as the step that will take it may be far behind
+// (a large allreduce's receiver, reducing). The wait is bounded, so a
+// stalled connection never holds up whatever the step itself waits for.
 // Splitting costs a few µs a message (an inject more, a turn of progress
 // before the payload is read); the copy it saves pays for that from
 // kSplitMinBytes (docs/performance.md, "TCP").
@@ -764,7 +765,8 @@ void OfiTransport::Impl::take_header(SlotOp *op, size_t len, Clock::time_point n
                                   static_cast<unsigned long long>(payload_bytes), slot_bytes - op->header_bytes));
         return;
     }
-    unclaimed.push_back(op);
+    if (op->seq == s.recv_seq) unclaimed.push_back(op);
+    else receive_payload(op, nullptr);
 }
 
 // Posts the receive of a split message's payload: into `dst`, or the slot behind its header.
