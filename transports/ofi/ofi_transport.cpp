@@ -66,7 +66,7 @@ constexpr uint64_t kFarewellBit = uint64_t{1} << 61;
 // stalled connection never holds up whatever the step itself waits for.
 // Splitting costs a few µs a message (an inject more, a turn of progress
 // before the payload is read); the copy it saves pays for that from
-// kSplitMinBytes (docs/performance.md, "TCP").
+// kSplitMinBytes (docs/performance.md, "TCP: payloads received in place").
 constexpr uint64_t kSplitBit = uint64_t{1} << 62;
 constexpr size_t kSplitMinBytes = 256 * 1024;
 constexpr uint64_t kPayloadBit = uint64_t{1} << 63;
