@@ -108,7 +108,7 @@ size_t header_bytes(const Transport &rx, bool check_descriptor) {
     return check_descriptor && !descriptor_beside(rx) ? kDescriptorBytes : 0;
 }
 
-// Smaller payloads no transport receives in place (ofi does from 32 KiB),
+// Smaller payloads no transport receives in place (ofi does from 256 KiB),
 // so a small step does not pay for asking (Transport::try_peek_recv_into).
 constexpr size_t kPeekIntoMinBytes = 4096;
 

@@ -10,13 +10,14 @@
 // messages from 32 KiB up skip the first copy: the slot holds only the
 // operation's descriptor and the provider sends the data from the caller's
 // memory (Transport::sends_in_place), one pass over memory fewer per
-// message. Such a message goes as a header and a payload, and a receiver
-// whose step only stores the payload receives it straight into the
-// caller's buffer (Transport::try_peek_recv_into), skipping the last pass
-// too (see kSplitBit in the .cpp).
+// message. From 256 KiB such a message goes as a header and a payload,
+// and a receiver whose step only stores the payload receives it straight
+// into the caller's buffer (Transport::try_peek_recv_into), skipping the
+// last pass too (see kSplitBit in the .cpp).
 //
 // Tags: source rank (16 bits) | channel (4 bits) | stream sequence (40
-// bits). Every message of a stream has its own sequence number, so
+// bits), and above them the kinds of message (signs of life, a split
+// message's header or payload). Every message of a stream has its own sequence number, so
 // messages of different operations, channels or peers never match each
 // other; every communicator has its own endpoint, so communicators cannot
 // match each other either.
