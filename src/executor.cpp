@@ -146,7 +146,7 @@ char *ScheduleRun::address(const BufRef &ref) const {
 bool ScheduleRun::accept(int peer, int channel, bool check_descriptor, const Transport &rx, const void *message,
                          size_t in_bytes, size_t bytes, size_t *header, Status *status) const {
     const bool beside = descriptor_beside(rx);
-    *header = header_bytes(rx, check_descriptor);
+    *header = check_descriptor && !beside ? kDescriptorBytes : 0; // header_bytes(), without asking rx again
     if (check_descriptor) {
         OperationDescriptor theirs;
         const bool carried = beside || in_bytes >= kDescriptorBytes;
