@@ -89,8 +89,10 @@ typedef struct {
 /** Replaces the algorithms the communicator forces (config->algorithms or
  *  NNPCCL_ALGO) with `rules`, in NNPCCL_ALGO's syntax; "" forces none and
  *  NULL restores those it was made with. Collective: every rank makes the
- *  same change between the same two calls, or their plans differ. A bad
- *  token is an invalid argument naming it, and nothing changes. */
+ *  same change between the same two calls, or their plans differ (a call
+ *  whose ranks then run different algorithms fails on them with
+ *  NNPCCL_ERR_INVALID_USAGE naming both). A bad token is an invalid
+ *  argument naming it, and nothing changes. */
 NNPCCL_API nnpccl_result_t nnpccl_comm_set_algorithms(nnpccl_comm_t comm, const char *rules);
 
 /** The algorithm the next call like `call` runs on this communicator,

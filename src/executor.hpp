@@ -33,10 +33,13 @@ struct OperationDescriptor {
     int32_t datatype = 0;
     int32_t op = 0;
     int32_t root = -1;
-    uint32_t reserved = 0;
+    // The schedule's algorithm, 1 + its index in the registry (0 for sends
+    // and receives): ranks that forced different algorithms would
+    // otherwise exchange messages of matching sizes and wrong meaning.
+    uint32_t algorithm = 0;
     bool operator==(const OperationDescriptor &o) const {
         return magic == o.magic && collective == o.collective && sequence == o.sequence && count == o.count &&
-               datatype == o.datatype && op == o.op && root == o.root;
+               datatype == o.datatype && op == o.op && root == o.root && algorithm == o.algorithm;
     }
 };
 constexpr size_t kDescriptorBytes = 64;
@@ -128,6 +131,8 @@ private:
     char *address(const BufRef &ref) const;
 
     std::shared_ptr<const Schedule> schedule_;
+    uint32_t algorithm_code_ = 0; // the schedule's, as descriptors carry it
+    void stamp_algorithm();
     Call call_;
     void *scratch_; // the schedule's
     Announcement announcement_;

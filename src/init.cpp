@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "affinity.hpp"
 #include "comm.hpp"
@@ -51,14 +52,29 @@ const char *transport_mode_name(TransportMode mode) {
     return "auto";
 }
 
-// The settings every rank must share because they decide the machine all
-// plan on (and so which collective init steps run), as "NAME=value" lines.
-std::string machine_settings(const PlanningOptions &planning) {
+// The settings every rank must share because every rank must plan alike:
+// they decide the machine all plan on (and so which collective init steps
+// run), the chunks every message carries, and the algorithms forced. As
+// "NAME=value" lines, in a fixed order.
+std::string planning_settings(const PlanningOptions &planning) {
     std::string net;
     if (planning.network_gbps > 0) net = format("%g", planning.network_gbps);
     if (planning.network_latency_us >= 0) net += format(",%g", planning.network_latency_us);
     return "NNPCCL_TOPO=" + (planning.topology.empty() ? std::string("flat") : planning.topology) +
-           "\nNNPCCL_NET=" + net;
+           "\nNNPCCL_NET=" + net + format("\nNNPCCL_CHUNK_SIZE=%zu", planning.chunk_bytes) +
+           "\nNNPCCL_ALGO=" + planning.algorithms;
+}
+
+// The first line in which two planning_settings() differ.
+std::pair<std::string, std::string> first_difference(const std::string &a, const std::string &b) {
+    size_t at_a = 0, at_b = 0;
+    while (true) {
+        const size_t end_a = std::min(a.find('\n', at_a), a.size()), end_b = std::min(b.find('\n', at_b), b.size());
+        std::string line_a = a.substr(at_a, end_a - at_a), line_b = b.substr(at_b, end_b - at_b);
+        if (line_a != line_b || end_a == a.size() || end_b == b.size()) return {line_a, line_b};
+        at_a = end_a + 1;
+        at_b = end_b + 1;
+    }
 }
 
 // Every rank says where it runs, which transport mode it was given and the
@@ -66,7 +82,7 @@ std::string machine_settings(const PlanningOptions &planning) {
 // transports are set up collectively and every rank must plan alike.
 Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
     const std::string mode = transport_mode_name(comm.settings.transport);
-    const std::string machine = machine_settings(comm.settings.planning);
+    const std::string machine = planning_settings(comm.settings.planning);
     // "MODE R|- HOST\nSETTINGS": R where this rank's process hosts the rendezvous root.
     const std::string mine_said =
         mode + (comm.bootstrap->process_hosts_root() ? " R " : " - ") + host_identity() + "\n" + machine;
@@ -84,14 +100,10 @@ Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
             return internal_error("rank %d's host entry '%s' is malformed", r, entry.c_str());
         const std::string machine_r = entry.substr(newline + 1);
         if (machine_r != machine) {
-            // Name the first setting that differs.
-            const size_t split = machine.find('\n'), split_r = machine_r.find('\n');
-            const bool topo_differs = machine.substr(0, split) != machine_r.substr(0, split_r);
-            return invalid_usage("rank %d has %s but rank %d has %s; every rank needs the same (it decides the "
-                                 "machine every rank plans on)",
-                                 comm.rank,
-                                 (topo_differs ? machine.substr(0, split) : machine.substr(split + 1)).c_str(), r,
-                                 (topo_differs ? machine_r.substr(0, split_r) : machine_r.substr(split_r + 1)).c_str());
+            const auto [line, line_r] = first_difference(machine, machine_r);
+            return invalid_usage("rank %d has %s but rank %d has %s; every rank needs the same (every rank must plan "
+                                 "alike)",
+                                 comm.rank, line.c_str(), r, line_r.c_str());
         }
         if (entry[space + 1] == 'R' && root_host < 0) root_host = r;
         out->host.push_back(entry.substr(space + 3, newline - space - 3));

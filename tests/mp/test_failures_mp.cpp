@@ -21,6 +21,7 @@
 #include "bootstrap_wire.hpp"
 #include "local_launch.hpp"
 #include "mp_support.hpp"
+#include "nnpccl_inspect.h"
 
 namespace {
 
@@ -170,14 +171,20 @@ TEST_CASE("over ofi, a broadcast whose payload lands in the caller's buffer is s
     unsetenv("NNPCCL_TRANSPORT");
 }
 
-TEST_CASE("ranks with different NNPCCL_TOPO or NNPCCL_NET all fail init, naming both values", "[mp][desync]") {
+TEST_CASE("ranks with different NNPCCL_TOPO, NNPCCL_NET, NNPCCL_CHUNK_SIZE or NNPCCL_ALGO all fail init, naming both "
+          "values",
+          "[mp][desync]") {
     // They decide the machine every rank plans on (and which init steps
-    // run): ranks that disagree would choose different schedules.
+    // run), the messages' sizes, and the algorithms: ranks that disagree
+    // would run schedules that do not fit together (different algorithms
+    // exchange messages of the same sizes and silently wrong sums).
     struct Setting {
         const char *name, *rank2_value, *shown;
     };
     for (const Setting &setting :
-         {Setting{"NNPCCL_NET", "5,10", "NNPCCL_NET=5,10"}, Setting{"NNPCCL_TOPO", "ring:3", "NNPCCL_TOPO=ring:3"}}) {
+         {Setting{"NNPCCL_NET", "5,10", "NNPCCL_NET=5,10"}, Setting{"NNPCCL_TOPO", "ring:3", "NNPCCL_TOPO=ring:3"},
+          Setting{"NNPCCL_CHUNK_SIZE", "1M", "NNPCCL_CHUNK_SIZE=1048576"},
+          Setting{"NNPCCL_ALGO", "allreduce:direct", "NNPCCL_ALGO=allreduce:direct"}}) {
         INFO(setting.name);
         CHECK(run_local_ranks(3, [&](int rank, int n, const nnpccl_unique_id_t &id) {
                   int failures = 0;
@@ -196,6 +203,31 @@ TEST_CASE("ranks with different NNPCCL_TOPO or NNPCCL_NET all fail init, naming 
                   return failures + 1;
               }) == 0);
     }
+}
+
+TEST_CASE("a rank that forces another algorithm at run time is caught, naming both algorithms", "[mp][desync]") {
+    // nnpccl_comm_set_algorithms is each rank's own call: rank 1 forces the
+    // direct allreduce, rank 0 the ring. Their messages have the same sizes
+    // (one per peer and step on 2 ranks), so only the descriptor tells them
+    // apart; without it the sums come out wrong and no one says so.
+    CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 20);
+              if (comm == nullptr) return 1;
+              int failures = 0;
+              EXPECT(nnpccl_comm_set_algorithms(comm, rank == 1 ? "allreduce:direct" : "allreduce:ring") ==
+                     NNPCCL_SUCCESS);
+              std::vector<float> buf(size_t{1} << 16, 1.0f);
+              const nnpccl_result_t rc =
+                  nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              const std::string message = nnpccl_get_last_error(comm);
+              EXPECT(rc == NNPCCL_ERR_INVALID_USAGE);
+              EXPECT(message.find("with direct where this rank ran it with ring") != std::string::npos ||
+                     message.find("with ring where this rank ran it with direct") != std::string::npos);
+              EXPECT(message.find("every rank must force the same algorithms") != std::string::npos);
+              if (failures != 0) std::fprintf(stderr, "rank %d: %s: %s\n", rank, nnpccl_get_error_string(rc), message.c_str());
+              nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
 }
 
 TEST_CASE("a rank that never calls makes the others time out at the deadline, naming it", "[mp][timeout]") {

@@ -169,6 +169,7 @@ struct OfiTransport::Impl {
     std::vector<SlotOp *> unclaimed; // split headers at their stream's head whose payload has no receive yet
     uint64_t events = 0;
     bool cq_can_block = false;
+    bool closing = false; // close_endpoint() has begun: cancelled operations are its own
     Status error;
     // The endpoints' addresses, this rank's and its peers', where the
     // provider gives socket addresses (net, tcp): see
@@ -214,6 +215,7 @@ struct OfiTransport::Impl {
 
 void OfiTransport::Impl::close_endpoint() {
     if (ep == nullptr) return;
+    closing = true;
     // Take back every operation still posted before the endpoint goes:
     // closing an rxm endpoint with receives outstanding towards a peer
     // that died crashed inside libfabric 1.17.
@@ -756,15 +758,22 @@ void OfiTransport::Impl::take_header(SlotOp *op, size_t len, Clock::time_point n
         return;
     }
     std::memcpy(&payload_bytes, s.recv_mem + op->index * slot_bytes + len - sizeof payload_bytes, sizeof payload_bytes);
-    op->split = true;
-    op->header_bytes = len - sizeof payload_bytes;
-    op->payload_bytes = payload_bytes;
-    op->header_at = now;
-    if (payload_bytes > slot_bytes - op->header_bytes) {
+    const size_t header_bytes = len - sizeof payload_bytes;
+    if (payload_bytes > slot_bytes - header_bytes) {
+        // Never received: it would overrun the slot. The message stands
+        // complete at the size the peer sent, so the step that takes it
+        // fails at once naming both sizes (ranks that disagree on
+        // NNPCCL_CHUNK_SIZE, which init refuses, or a corrupt peer).
         record_error(remote_error("ofi: rank %d sent a message of %llu bytes, more than the %zu a message holds", s.peer,
-                                  static_cast<unsigned long long>(payload_bytes), slot_bytes - op->header_bytes));
+                                  static_cast<unsigned long long>(payload_bytes), slot_bytes - header_bytes));
+        op->complete = true;
+        op->bytes = header_bytes + payload_bytes;
         return;
     }
+    op->split = true;
+    op->header_bytes = header_bytes;
+    op->payload_bytes = payload_bytes;
+    op->header_at = now;
     if (op->seq == s.recv_seq) unclaimed.push_back(op);
     else receive_payload(op, nullptr);
 }
@@ -789,7 +798,11 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
         }
     }
     fi_cq_tagged_entry entries[16];
-    bool may_block = timeout_ms > 0 && cq_can_block;
+    // A header still waiting for its step must not wait out a whole sleep
+    // slice: its payload holds up the connection, so nothing else may come
+    // to wake this rank before then. Until it is claimed or its window
+    // ends (kClaimWindow), the waits are polls.
+    bool may_block = timeout_ms > 0 && cq_can_block && unclaimed.empty();
     while (true) {
         ssize_t n = may_block ? fi_cq_sread(cq, entries, 16, nullptr, timeout_ms) : fi_cq_read(cq, entries, 16);
         may_block = false;
@@ -798,8 +811,11 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
             fi_cq_err_entry err{};
             if (fi_cq_readerr(cq, &err, 0) < 0) break;
             auto *op = static_cast<SlotOp *>(err.op_context);
-            if (err.err == FI_ECANCELED || (op != nullptr && op->beat)) {
-                // Cancelled: receives still posted when the endpoint closes.
+            // Cancelled: what was still posted when the endpoint closed. A
+            // send cancelled otherwise (a provider flushing a broken
+            // connection) never left, and must not count as done.
+            const bool closed_under_it = err.err == FI_ECANCELED && (closing || op == nullptr || !op->is_send);
+            if (closed_under_it || (op != nullptr && op->beat)) {
                 // A sign of life that failed is no failure of the job's.
                 if (op != nullptr) op->busy = false;
                 continue;
