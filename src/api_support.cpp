@@ -1,12 +1,9 @@
 #include "api_support.hpp"
 
-#include <linux/membarrier.h>
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <thread>
+
+#include "asymmetric_fence.hpp"
 
 namespace nnpccl {
 
@@ -25,21 +22,6 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
 }
 
 const std::string &thread_last_error() { return t_last_error; }
-
-namespace {
-
-bool register_private_expedited() {
-    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-}
-
-} // namespace
-
-// A child of fork() runs one thread and need not inherit the parent's
-// registration: it asks again before anything can hold a communicator.
-LiveComms::LiveComms() : asymmetric_fences_(register_private_expedited()) {
-    pthread_atfork(nullptr, nullptr,
-                   [] { live_comms().asymmetric_fences_.store(register_private_expedited(), std::memory_order_relaxed); });
-}
 
 namespace {
 
@@ -71,16 +53,9 @@ LiveComms::Slot &LiveComms::this_thread_slot() {
 }
 
 // Between a holder's store of its slot and its load of the removal count,
-// against remove()'s count and its reads of the slots: Dekker's pattern, so
-// each side needs a full fence between its store and its load. Where the
-// process registered for MEMBARRIER_CMD_PRIVATE_EXPEDITED, remove() has
-// membarrier(2) run that fence on every running thread of the process, and
-// a holder's store and load need only stay in order in the compiler; a
-// thread that is not running has passed the scheduler's full barrier.
-void LiveComms::hold_fence() const {
-    if (asymmetric_fences_.load(std::memory_order_relaxed)) std::atomic_signal_fence(std::memory_order_seq_cst);
-    else std::atomic_thread_fence(std::memory_order_seq_cst);
-}
+// against remove()'s count and its reads of the slots: Dekker's pattern
+// (src/asymmetric_fence.hpp).
+void LiveComms::hold_fence() const { AsymmetricFence::process().light(); }
 
 void LiveComms::add(nnpccl_comm *comm) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -132,14 +107,7 @@ void LiveComms::remove(nnpccl_comm *comm) {
         live_.erase(comm);
         removals_.fetch_add(1);
     }
-    if (asymmetric_fences_.load(std::memory_order_relaxed) &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
-        // Refused after all: holders fence for themselves from now on, and
-        // a hold already past its store has long left the store buffer.
-        asymmetric_fences_.store(false, std::memory_order_relaxed);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    AsymmetricFence::process().heavy();
     while (held_anywhere(comm) || comm->active_calls.load() > 0)
         std::this_thread::sleep_for(std::chrono::microseconds(100));
 }

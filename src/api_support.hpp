@@ -43,12 +43,11 @@ const std::string &thread_last_error();
 // handles have been removed; if none was since it last found this one under
 // the lock, the handle is live. remove() counts the removal, fences, then
 // waits while any slot holds the handle: the fences keep the two sides
-// from missing each other (see hold_fence()). Nested holds on one thread
+// from missing each other (src/asymmetric_fence.hpp). Nested holds on one thread
 // (not made by the API today) count in nnpccl_comm::active_calls under the
 // lock instead.
 class LiveComms {
 public:
-    LiveComms();
     void add(nnpccl_comm *comm);
     // Takes the handle out; returns once no call holds it.
     void remove(nnpccl_comm *comm);
@@ -84,7 +83,6 @@ private:
     std::unordered_set<const nnpccl_comm *> live_; // under mutex_
     std::atomic<uint64_t> removals_{0};
     std::atomic<Slot *> slots_{nullptr};
-    std::atomic<bool> asymmetric_fences_{false}; // membarrier(2) fences the holders for remove()
 };
 
 LiveComms &live_comms();

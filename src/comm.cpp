@@ -95,7 +95,7 @@ Status nnpccl_comm::start_and_wait(const Call &call, Plan plan) {
 }
 
 Status nnpccl_comm::run_blocking(const Call &call) {
-    std::unique_lock<std::mutex> driving;
+    Engine::ShortDrive driving;
     // Sends and receives queue, since their order against other pending
     // ones is the queue's business.
     if (is_point_to_point(call.collective) || !engine->try_drive_alone(&driving)) {
@@ -111,7 +111,7 @@ Status nnpccl_comm::run_blocking(const Call &call) {
         NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
         // So do the tuner's trials and agreements.
         if (plan.schedule == nullptr || plan.trial >= 0 || plan.sync_before || plan.agree_after) {
-            driving.unlock();
+            driving.release();
             return start_and_wait(call, std::move(plan));
         }
         replanned = std::move(plan.schedule);

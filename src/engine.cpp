@@ -81,7 +81,7 @@ void Engine::finish_pending_sends() {
     Clock::time_point last_event = Clock::now(), last_check = last_event;
     while (true) {
         {
-            std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
+            std::unique_lock<DriveLock> driving(drive_lock_, std::try_to_lock);
             if (!driving.owns_lock()) return; // whoever drives takes the pending sends along
             {
                 std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -125,7 +125,7 @@ void Engine::hand_over_pending_sends() {
 
 Status Engine::wait(Operation &op) {
     while (!op.done.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> driving(drive_mutex_);
+        std::lock_guard<DriveLock> driving(drive_lock_);
         if (!op.done.load(std::memory_order_acquire)) drive(&op);
     }
     // Operations queued behind ours may belong to nobody waiting: let the thread take them.
@@ -133,13 +133,15 @@ Status Engine::wait(Operation &op) {
     return op.result;
 }
 
-bool Engine::try_drive_alone(std::unique_lock<std::mutex> *driving) {
+bool Engine::try_drive_alone(ShortDrive *driving) {
     // An operation queued by another thread after this look waits behind
     // this call, as it would behind any driver.
     if (queued_.load(std::memory_order_acquire) != 0 || failed_.load()) return false;
-    std::unique_lock<std::mutex> lock(drive_mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    *driving = std::move(lock);
+    const DriveLock::Held how = drive_lock_.try_enter_short();
+    if (how == DriveLock::Held::No) return false;
+    driving->release();
+    driving->lock_ = &drive_lock_;
+    driving->how_ = how;
     return true;
 }
 
@@ -173,7 +175,7 @@ Status Engine::run_alone(ScheduleRun &run, const OperationName &name) {
 
 Status Engine::close(const Deadline &deadline) {
     {
-        std::lock_guard<std::mutex> driving(drive_mutex_);
+        std::lock_guard<DriveLock> driving(drive_lock_);
         drive(nullptr);
     }
     {
@@ -182,7 +184,7 @@ Status Engine::close(const Deadline &deadline) {
     }
     queue_changed_.notify_all();
     if (progress_thread_.joinable()) progress_thread_.join();
-    std::lock_guard<std::mutex> driving(drive_mutex_);
+    std::lock_guard<DriveLock> driving(drive_lock_);
     Status st = failure();
     if (st) st = drain_sends(deadline);
     for (Transport *t : transports_) {
@@ -227,7 +229,7 @@ void Engine::finish(const std::shared_ptr<Operation> &op, const Status &result) 
     op->finished.notify_all();
 }
 
-// Caller holds drive_mutex_, so no operation's buffers are in use while
+// Caller holds drive_lock_, so no operation's buffers are in use while
 // their operations are failed.
 void Engine::fail_locked_queue(const Status &why) {
     std::deque<std::shared_ptr<Operation>> doomed;
@@ -271,7 +273,7 @@ void Engine::abort(const Status &why) {
     // apart): a queued operation always has one, its blocking caller or the
     // progress thread, so waiting here for the drive lock would only wait
     // for that.
-    std::unique_lock<std::mutex> driving(drive_mutex_, std::try_to_lock);
+    std::unique_lock<DriveLock> driving(drive_lock_, std::try_to_lock);
     if (driving.owns_lock()) fail_locked_queue(why);
     queue_changed_.notify_all();
 }
@@ -476,7 +478,7 @@ void Engine::progress_thread_main() {
         sends_pending_ = false;
         lock.unlock();
         {
-            std::lock_guard<std::mutex> driving(drive_mutex_);
+            std::lock_guard<DriveLock> driving(drive_lock_);
             drive(nullptr);
         }
         finish_pending_sends();

@@ -33,6 +33,7 @@
 
 #include "config.hpp"
 #include "deadline.hpp"
+#include "drive_lock.hpp"
 #include "executor.hpp"
 #include "scratch_pool.hpp"
 
@@ -118,10 +119,27 @@ public:
     void submit(const std::shared_ptr<Operation> &op, bool background);
     // Drives until `op` has finished; returns its result.
     Status wait(Operation &op);
+    // The drive lock as the short way holds it: let go at the end of its scope.
+    class ShortDrive {
+    public:
+        ShortDrive() = default;
+        ~ShortDrive() { release(); }
+        ShortDrive(const ShortDrive &) = delete;
+        ShortDrive &operator=(const ShortDrive &) = delete;
+        void release() {
+            if (lock_ != nullptr) lock_->leave(how_);
+            lock_ = nullptr;
+        }
+
+    private:
+        friend class Engine;
+        DriveLock *lock_ = nullptr;
+        DriveLock::Held how_ = DriveLock::Held::No;
+    };
     // The short way for a blocking call: where nothing is queued and no
     // thread drives, takes the drive lock into `driving` and returns true;
     // the caller then runs its call with run_alone() before it lets go.
-    bool try_drive_alone(std::unique_lock<std::mutex> *driving);
+    bool try_drive_alone(ShortDrive *driving);
     // Runs `run` on the caller's thread to its end, as drive() would run it
     // at the front of an empty queue, but with no Operation and no queue.
     // Caller holds the lock try_drive_alone() gave it.
@@ -172,7 +190,7 @@ private:
     // close()'s wait for the last messages to leave, with liveness checks.
     Status drain_sends(const Deadline &deadline);
     // End of a drive with the queue empty: leaves sends still in flight to
-    // the progress thread. Caller holds drive_mutex_.
+    // the progress thread. Caller holds drive_lock_.
     void hand_over_pending_sends();
 
     std::vector<Transport *> transports_;
@@ -187,7 +205,7 @@ private:
     std::deque<std::shared_ptr<Operation>> queue_;
     std::atomic<size_t> queued_{0}; // queue_.size(), readable without the lock
     std::condition_variable queue_changed_;
-    std::mutex drive_mutex_; // held by whichever thread drives
+    DriveLock drive_lock_; // held by whichever thread drives
     // advance_front's operations, kept to spare the driving loop an allocation per turn.
     std::vector<std::shared_ptr<Operation>> window_;
     std::vector<char> stream_busy_; // by 2*peer + (sends ? 1 : 0), reused each turn
