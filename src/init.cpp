@@ -52,20 +52,24 @@ const char *transport_mode_name(TransportMode mode) {
     return "auto";
 }
 
-// The settings every rank must share because every rank must plan alike:
-// they decide the machine all plan on (and so which collective init steps
-// run), the chunks every message carries, and the algorithms forced. As
-// "NAME=value" lines, in a fixed order.
-std::string planning_settings(const PlanningOptions &planning) {
+// The settings every rank must share: those that decide plans (the
+// machine all plan on, and so which collective init steps run; the chunks
+// every message carries; the algorithms forced) and link emulation (a
+// collective init step, and the pace of every step). As "NAME=value"
+// lines, in a fixed order.
+std::string shared_settings(const Settings &settings) {
+    const PlanningOptions &planning = settings.planning;
     std::string net;
     if (planning.network_gbps > 0) net = format("%g", planning.network_gbps);
     if (planning.network_latency_us >= 0) net += format(",%g", planning.network_latency_us);
+    std::string emulation = settings.emulation.links ? "1" : "0";
+    if (settings.emulation.links) emulation += format("\nNNPCCL_EMULATE_SCALE=%g", settings.emulation.scale);
     return "NNPCCL_TOPO=" + (planning.topology.empty() ? std::string("flat") : planning.topology) +
            "\nNNPCCL_NET=" + net + format("\nNNPCCL_CHUNK_SIZE=%zu", planning.chunk_bytes) +
-           "\nNNPCCL_ALGO=" + planning.algorithms;
+           "\nNNPCCL_ALGO=" + planning.algorithms + "\nNNPCCL_EMULATE_LINKS=" + emulation;
 }
 
-// The first line in which two planning_settings() differ.
+// The first line in which two shared_settings() differ.
 std::pair<std::string, std::string> first_difference(const std::string &a, const std::string &b) {
     size_t at_a = 0, at_b = 0;
     while (true) {
@@ -82,7 +86,7 @@ std::pair<std::string, std::string> first_difference(const std::string &a, const
 // transports are set up collectively and every rank must plan alike.
 Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
     const std::string mode = transport_mode_name(comm.settings.transport);
-    const std::string machine = planning_settings(comm.settings.planning);
+    const std::string machine = shared_settings(comm.settings);
     // "MODE R|- HOST\nSETTINGS": R where this rank's process hosts the rendezvous root.
     const std::string mine_said =
         mode + (comm.bootstrap->process_hosts_root() ? " R " : " - ") + host_identity() + "\n" + machine;
@@ -101,8 +105,8 @@ Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
         const std::string machine_r = entry.substr(newline + 1);
         if (machine_r != machine) {
             const auto [line, line_r] = first_difference(machine, machine_r);
-            return invalid_usage("rank %d has %s but rank %d has %s; every rank needs the same (every rank must plan "
-                                 "alike)",
+            return invalid_usage("rank %d has %s but rank %d has %s; every rank needs the same (ranks must plan and "
+                                 "pace alike)",
                                  comm.rank, line.c_str(), r, line_r.c_str());
         }
         if (entry[space + 1] == 'R' && root_host < 0) root_host = r;

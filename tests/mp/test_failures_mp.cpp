@@ -171,20 +171,22 @@ TEST_CASE("over ofi, a broadcast whose payload lands in the caller's buffer is s
     unsetenv("NNPCCL_TRANSPORT");
 }
 
-TEST_CASE("ranks with different NNPCCL_TOPO, NNPCCL_NET, NNPCCL_CHUNK_SIZE or NNPCCL_ALGO all fail init, naming both "
-          "values",
+TEST_CASE("ranks with different NNPCCL_TOPO, NNPCCL_NET, NNPCCL_CHUNK_SIZE, NNPCCL_ALGO or NNPCCL_EMULATE_LINKS all "
+          "fail init, naming both values",
           "[mp][desync]") {
     // They decide the machine every rank plans on (and which init steps
-    // run), the messages' sizes, and the algorithms: ranks that disagree
-    // would run schedules that do not fit together (different algorithms
-    // exchange messages of the same sizes and silently wrong sums).
+    // run), the messages' sizes, the algorithms, and link emulation (an
+    // init step of its own): ranks that disagree would run schedules that
+    // do not fit together (different algorithms exchange messages of the
+    // same sizes and silently wrong sums) or wait in init for each other.
     struct Setting {
         const char *name, *rank2_value, *shown;
     };
     for (const Setting &setting :
          {Setting{"NNPCCL_NET", "5,10", "NNPCCL_NET=5,10"}, Setting{"NNPCCL_TOPO", "ring:3", "NNPCCL_TOPO=ring:3"},
           Setting{"NNPCCL_CHUNK_SIZE", "1M", "NNPCCL_CHUNK_SIZE=1048576"},
-          Setting{"NNPCCL_ALGO", "allreduce:direct", "NNPCCL_ALGO=allreduce:direct"}}) {
+          Setting{"NNPCCL_ALGO", "allreduce:direct", "NNPCCL_ALGO=allreduce:direct"},
+          Setting{"NNPCCL_EMULATE_LINKS", "1", "NNPCCL_EMULATE_LINKS=1"}}) {
         INFO(setting.name);
         CHECK(run_local_ranks(3, [&](int rank, int n, const nnpccl_unique_id_t &id) {
                   int failures = 0;
