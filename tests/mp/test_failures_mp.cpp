@@ -320,6 +320,11 @@ TEST_CASE("abort from another thread ends a blocked collective on every rank", "
               nnpccl_comm_t comm = join(rank, nranks, id, 60);
               if (comm == nullptr) return 1;
               std::vector<float> buf(1 << 20, 1.0f);
+              // Small calls first, so that the blocked call below holds the
+              // drive lock on its bias, without the mutex (src/drive_lock.hpp).
+              for (int i = 0; i < 64; ++i)
+                  if (nnpccl_allreduce(buf.data(), buf.data(), 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS)
+                      return 1;
               if (rank == 1) {
                   // Never joins the collective; learns of rank 0's abort on its next call.
                   usleep(300000);
