@@ -64,12 +64,17 @@ bool DriveLock::try_lock() {
 
 bool DriveLock::revoke(bool wait) {
     const uintptr_t holder = biased_to_.load(std::memory_order_relaxed);
-    if (holder == 0) return true;
-    biased_to_.store(0, std::memory_order_relaxed);
-    // This thread's own bias: it is not inside, since it is here.
-    if (holder == this_thread_id()) return true;
-    bias_after_ = std::min(bias_after_ * 2, kMaxBiasAfter);
-    AsymmetricFence::process().heavy();
+    if (holder != 0) {
+        biased_to_.store(0, std::memory_order_relaxed);
+        // This thread's own bias: it is not inside, since it is here, and
+        // no one else was when it was given (see try_enter_short).
+        if (holder == this_thread_id()) return true;
+        bias_after_ = std::min(bias_after_ * 2, kMaxBiasAfter);
+        AsymmetricFence::process().heavy();
+    }
+    // Looked at even when no bias is left: a try_lock that revoked it
+    // while its holder was inside gave up, and the holder may still be
+    // there. It cannot enter again on the bias, so the flag only clears.
     if (!inside_.load(std::memory_order_acquire)) return true;
     if (!wait) return false;
     // The holder is inside one blocking call, which may wait on its peers

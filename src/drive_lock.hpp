@@ -49,8 +49,8 @@ private:
     static constexpr uint32_t kFirstBiasAfter = 16;
     static constexpr uint32_t kMaxBiasAfter = uint32_t{1} << 16;
 
-    // Under mutex_: takes the bias back. With `wait`, returns once its
-    // holder is outside; without, returns false when it is inside.
+    // Under mutex_: takes the bias back, if any. With `wait`, returns once
+    // no thread is inside on a bias; without, returns false when one is.
     bool revoke(bool wait);
 
     std::mutex mutex_;

@@ -65,6 +65,37 @@ TEST_CASE("a thread that takes the drive lock the short way over and over comes 
     }
 }
 
+TEST_CASE("a thread that takes the drive lock after a try_lock gave up waits for the biased holder to leave",
+          "[drive-lock]") {
+    if (!AsymmetricFence::process().asymmetric()) return; // no bias to hold
+    DriveLock lock;
+    DriveLock::Held how = DriveLock::Held::No;
+    for (int i = 0; i < 1000 && how != DriveLock::Held::Biased; ++i) {
+        lock.leave(how);
+        how = enter_short(lock);
+    }
+    REQUIRE(how == DriveLock::Held::Biased);
+    // The try revokes the bias, finds the holder inside and gives up; the
+    // bias is gone now, but the holder is still inside.
+    bool tried = true;
+    std::thread([&] {
+        tried = lock.try_lock();
+        if (tried) lock.unlock();
+    }).join();
+    CHECK_FALSE(tried);
+    std::atomic<bool> locked{false};
+    std::thread locker([&] {
+        std::lock_guard<DriveLock> held(lock);
+        locked = true;
+    });
+    // However long this waits, the locker must not get in before the leave.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(locked.load());
+    lock.leave(how);
+    locker.join();
+    CHECK(locked.load());
+}
+
 TEST_CASE("no two threads are inside the drive lock at once, whichever way each entered", "[drive-lock]") {
     DriveLock lock;
     std::atomic<int> inside{0};
