@@ -40,9 +40,16 @@ DriveLock::Held DriveLock::try_enter_short() {
         streak_thread_ = me;
         streak_ = 1;
     }
-    // Takes effect at this thread's next entry, after it has let go of the mutex.
-    if (streak_ >= bias_after_ && AsymmetricFence::process().asymmetric())
+    // Takes effect at this thread's next entry, after it has let go of the
+    // mutex. Only ever this lock's first biased thread: `inside_` is
+    // written without a read-modify-write, so a second thread's late
+    // entry attempt (one that read the bias just before it was revoked,
+    // then stalled) could clear the flag of a holder inside.
+    if (streak_ >= bias_after_ && (bias_thread_ == 0 || bias_thread_ == me) &&
+        AsymmetricFence::process().asymmetric()) {
+        bias_thread_ = me;
         biased_to_.store(me, std::memory_order_relaxed);
+    }
     return Held::Mutex;
 }
 

@@ -17,8 +17,10 @@
 // times in a row with nobody else between; each revocation by another
 // thread doubles that (to kMaxBiasAfter), so a lock that keeps changing
 // hands (a progress thread finishing sends after every call, say) stays a
-// plain mutex and pays no membarrier. Where membarrier(2) is not there, no
-// bias is given: it would cost the holder a full fence, as the mutex does.
+// plain mutex and pays no membarrier. Only one thread per lock ever earns
+// it, the first (a training loop's, usually): see try_enter_short. Where
+// membarrier(2) is not there, no bias is given: it would cost the holder a
+// full fence, as the mutex does.
 #pragma once
 
 #include <atomic>
@@ -61,6 +63,7 @@ private:
     uintptr_t streak_thread_ = 0;
     uint32_t streak_ = 0;
     uint32_t bias_after_ = kFirstBiasAfter;
+    uintptr_t bias_thread_ = 0; // the one thread that may hold the bias, once one has
 };
 
 } // namespace nnpccl

@@ -62,6 +62,18 @@ TEST_CASE("a thread that takes the drive lock the short way over and over comes 
         const DriveLock::Held next = enter_short(lock);
         CHECK(next == DriveLock::Held::Mutex);
         lock.leave(next);
+
+        // Another thread never earns it: only the lock's first biased
+        // thread writes the holder's flag (src/drive_lock.cpp).
+        int other_biased = 0;
+        std::thread([&] {
+            for (int i = 0; i < 100; ++i) {
+                const DriveLock::Held other = enter_short(lock);
+                other_biased += other == DriveLock::Held::Biased;
+                lock.leave(other);
+            }
+        }).join();
+        CHECK(other_biased == 0);
     }
 }
 
