@@ -22,6 +22,26 @@ DriveLock::Held enter_short(DriveLock &lock) {
     return how;
 }
 
+// Enters the short way until this thread enters on the bias (or gives up).
+DriveLock::Held enter_biased(DriveLock &lock) {
+    DriveLock::Held how = DriveLock::Held::No;
+    for (int i = 0; i < 1000 && how != DriveLock::Held::Biased; ++i) {
+        lock.leave(how);
+        how = enter_short(lock);
+    }
+    return how;
+}
+
+// Whether try_lock succeeds on another thread (which lets go at once).
+bool try_lock_elsewhere(DriveLock &lock) {
+    bool taken = false;
+    std::thread([&] {
+        taken = lock.try_lock();
+        if (taken) lock.unlock();
+    }).join();
+    return taken;
+}
+
 } // namespace
 
 TEST_CASE("a thread that takes the drive lock the short way over and over comes to hold it biased, until another "
@@ -46,18 +66,9 @@ TEST_CASE("a thread that takes the drive lock the short way over and over comes 
     // try_lock from another thread while the holder is inside on its bias
     // fails without waiting, and the holder's next entry takes the mutex.
     if (can_bias) {
-        DriveLock::Held how = DriveLock::Held::No;
-        for (int i = 0; i < 1000 && how != DriveLock::Held::Biased; ++i) {
-            lock.leave(how);
-            how = enter_short(lock);
-        }
+        const DriveLock::Held how = enter_biased(lock);
         REQUIRE(how == DriveLock::Held::Biased);
-        bool taken = true;
-        std::thread([&] {
-            taken = lock.try_lock();
-            if (taken) lock.unlock();
-        }).join();
-        CHECK_FALSE(taken);
+        CHECK_FALSE(try_lock_elsewhere(lock));
         lock.leave(how);
         const DriveLock::Held next = enter_short(lock);
         CHECK(next == DriveLock::Held::Mutex);
@@ -81,20 +92,11 @@ TEST_CASE("a thread that takes the drive lock after a try_lock gave up waits for
           "[drive-lock]") {
     if (!AsymmetricFence::process().asymmetric()) return; // no bias to hold
     DriveLock lock;
-    DriveLock::Held how = DriveLock::Held::No;
-    for (int i = 0; i < 1000 && how != DriveLock::Held::Biased; ++i) {
-        lock.leave(how);
-        how = enter_short(lock);
-    }
+    const DriveLock::Held how = enter_biased(lock);
     REQUIRE(how == DriveLock::Held::Biased);
     // The try revokes the bias, finds the holder inside and gives up; the
     // bias is gone now, but the holder is still inside.
-    bool tried = true;
-    std::thread([&] {
-        tried = lock.try_lock();
-        if (tried) lock.unlock();
-    }).join();
-    CHECK_FALSE(tried);
+    CHECK_FALSE(try_lock_elsewhere(lock));
     std::atomic<bool> locked{false};
     std::thread locker([&] {
         std::lock_guard<DriveLock> held(lock);
