@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
-#include <vector>
 
 #include "asymmetric_fence.hpp"
 #include "drive_lock.hpp"
