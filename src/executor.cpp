@@ -18,17 +18,20 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &c
       elem_size_(datatype_size(call.datatype)), route_(route), cursor_(schedule_->channels.size(), 0),
       message_scratch_(message_scratch), announced_(route.size() * schedule_->channels.size(), 0),
       verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {
+    code_algorithm(announcement.descriptor.collective);
     stamp_algorithm();
     plan_single();
 }
 
-// Looked up once per schedule, not per call: again() keeps the code.
-void ScheduleRun::stamp_algorithm() {
-    const auto collective = static_cast<Collective>(announcement_.descriptor.collective);
+// Looked up once per schedule (construction, restart), not per call.
+void ScheduleRun::code_algorithm(uint32_t collective) {
     algorithm_code_ = 0;
-    if (!is_point_to_point(collective))
+    if (!is_point_to_point(static_cast<Collective>(collective)))
         if (const AlgorithmInfo *info = find_algorithm(schedule_->algorithm); info != nullptr)
             algorithm_code_ = static_cast<uint32_t>(info - algorithm_registry().data()) + 1;
+}
+
+void ScheduleRun::stamp_algorithm() {
     announcement_.descriptor.algorithm = announcement_.expected.algorithm = algorithm_code_;
 }
 
@@ -39,8 +42,7 @@ void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &
     cursor_.resize(channels);
     announced_.resize(route_.size() * channels);
     verified_.resize(route_.size() * channels);
-    announcement_ = announcement;
-    stamp_algorithm();
+    code_algorithm(announcement.descriptor.collective);
     again(call, scratch, announcement);
     plan_single();
 }
@@ -48,7 +50,7 @@ void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &
 void ScheduleRun::again(const Call &call, void *scratch, const Announcement &announcement) {
     call_ = call;
     announcement_ = announcement;
-    announcement_.descriptor.algorithm = announcement_.expected.algorithm = algorithm_code_;
+    stamp_algorithm();
     elem_size_ = datatype_size(call.datatype);
     again(call, scratch, announcement.descriptor.sequence);
 }
@@ -177,10 +179,10 @@ bool ScheduleRun::accept(int peer, int channel, bool check_descriptor, const Tra
         OperationDescriptor theirs;
         const bool carried = beside || in_bytes >= kDescriptorBytes;
         if (carried) std::memcpy(&theirs, beside ? rx.recv_header(peer, channel) : message, sizeof theirs);
-        if (carried && !(theirs == announcement_.expected)) {
+        if (!carried || !(theirs == announcement_.expected)) {
             OperationDescriptor same_algorithm = theirs;
             same_algorithm.algorithm = announcement_.expected.algorithm;
-            if (same_algorithm == announcement_.expected) {
+            if (carried && same_algorithm == announcement_.expected) {
                 *status = invalid_usage("rank %d ran %s with %s where this rank ran it with %s: every rank must force "
                                         "the same algorithms (NNPCCL_ALGO, config->algorithms, "
                                         "nnpccl_comm_set_algorithms)",
@@ -188,8 +190,6 @@ bool ScheduleRun::accept(int peer, int channel, bool check_descriptor, const Tra
                                         algorithm_name(theirs.algorithm), algorithm_name(algorithm_code_));
                 return false;
             }
-        }
-        if (!carried || !(theirs == announcement_.expected)) {
             const bool p2p = announcement_.descriptor.collective == static_cast<uint32_t>(Collective::Recv);
             *status = invalid_usage(
                 "rank %d called %s where this rank called %s: %s", peer,

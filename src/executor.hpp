@@ -132,7 +132,8 @@ private:
 
     std::shared_ptr<const Schedule> schedule_;
     uint32_t algorithm_code_ = 0; // the schedule's, as descriptors carry it
-    void stamp_algorithm();
+    void code_algorithm(uint32_t collective);
+    void stamp_algorithm(); // into the announcement
     Call call_;
     void *scratch_; // the schedule's
     Announcement announcement_;
