@@ -2,6 +2,7 @@
 // argument has no effect and leaves the communicator usable), then hands
 // the call to the communicator.
 #include <arpa/inet.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <system_error>
 #include <unordered_set>
 
@@ -51,6 +53,38 @@ Status check_count(const char *name, size_t count, size_t factor, nnpccl_datatyp
     return Status::ok();
 }
 
+// How a call is in place (call.hpp, is_in_place), for the overlap error.
+const char *in_place_layout(Collective c) {
+    switch (c) {
+    case Collective::ReduceScatter: return "in place is recvbuf == sendbuf + rank x recvcount elements";
+    case Collective::Allgather: return "in place is sendbuf == recvbuf + rank x sendcount elements";
+    case Collective::Gather: return "in place (on the root) is sendbuf == recvbuf + root x sendcount elements";
+    case Collective::Scatter: return "in place (on the root) is recvbuf == sendbuf + root x recvcount elements";
+    default: return "in place is sendbuf == recvbuf";
+    }
+}
+
+// Calls this large check that their buffers end in mapped memory, so that
+// a count far beyond the buffer (a corrupt or mistyped one) is refused
+// rather than planned: a plan has a step per chunk, and one of 2^45 bytes
+// would not fit in memory. Cost: two mincore() calls, against a transfer of
+// at least this many bytes.
+constexpr size_t kCheckedMappingBytes = size_t{1} << 30;
+
+Status check_mapped(const char *name, const void *buffer, size_t bytes, const char *count_name, size_t count) {
+    if (bytes < kCheckedMappingBytes) return Status::ok();
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<uintptr_t>(buffer);
+    for (uintptr_t at : {first, first + (bytes - 1)}) {
+        unsigned char resident = 0;
+        // Only ENOMEM says "not mapped"; anything else lets the call go on.
+        if (mincore(reinterpret_cast<void *>(at & ~(page - 1)), 1, &resident) != 0 && errno == ENOMEM)
+            return invalid_argument("%s=%zu needs %zu bytes of %s, but %s + %zu is not mapped memory", count_name, count,
+                                    bytes, name, name, static_cast<size_t>(at - first));
+    }
+    return Status::ok();
+}
+
 Status validate(const nnpccl_comm *comm, const Call &c) {
     using C = Collective;
     if (c.collective == C::Barrier) return Status::ok();
@@ -86,12 +120,42 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
                                                                                     : c.collective != C::Send;
     if (reads_send && c.send == nullptr) return invalid_argument("sendbuf is NULL with %s=%zu", count_name, c.count);
     if (writes_recv && c.recv == nullptr) return invalid_argument("recvbuf is NULL with %s=%zu", count_name, c.count);
+    // The bytes this rank reads and writes (check_count bounded them).
+    const size_t block = c.count * datatype_size(c.datatype), all = block * static_cast<size_t>(comm->nranks);
+    const bool reads_all = c.collective == C::ReduceScatter || c.collective == C::Scatter || c.collective == C::Alltoall;
+    const bool writes_all = c.collective == C::Allgather || c.collective == C::Gather || c.collective == C::Alltoall;
+    const size_t send_bytes = reads_send ? (reads_all ? all : block) : 0;
+    const size_t recv_bytes = writes_recv ? (writes_all ? all : block) : 0;
+    NNPCCL_TRY(check_mapped("sendbuf", c.send, send_bytes, count_name, c.count));
+    NNPCCL_TRY(check_mapped("recvbuf", c.recv, recv_bytes, count_name, c.count));
+    const auto send_at = reinterpret_cast<uintptr_t>(c.send), recv_at = reinterpret_cast<uintptr_t>(c.recv);
+    if (send_bytes > 0 && recv_bytes > 0 && send_at < recv_at + recv_bytes && recv_at < send_at + send_bytes &&
+        !is_in_place(c, comm->rank))
+        return invalid_argument("sendbuf (%zu bytes at %p) and recvbuf (%zu bytes at %p) overlap but the call is not "
+                                "in place: %s, or buffers that do not overlap",
+                                send_bytes, c.send, recv_bytes, c.recv, in_place_layout(c.collective));
     return Status::ok();
 }
 
+nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request);
+
 // Runs a collective on the communicator `guard` holds, completing `call` in
-// place (it is the caller's own copy of the arguments).
+// place (it is the caller's own copy of the arguments). No C++ exception
+// leaves through the C API: planning and queueing allocate, and a process
+// out of memory gets an error from the call rather than std::terminate.
 nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request) {
+    try {
+        return run_checked(comm, guard, call, request);
+    } catch (const std::bad_alloc &) {
+        return report(guard.held() ? comm : nullptr,
+                      system_error("out of memory while starting %s of %zu elements", collective_name(call.collective),
+                                   call.count));
+    } catch (const std::exception &e) {
+        return report(guard.held() ? comm : nullptr, internal_error("%s", e.what()));
+    }
+}
+
+nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request) {
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));

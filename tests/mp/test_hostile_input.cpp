@@ -167,3 +167,38 @@ TEST_CASE("every collective refuses bad arguments by name and the communicator s
     CHECK(usable(comm));
     CHECK(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
 }
+
+TEST_CASE("buffers that overlap without being in place, and counts beyond the buffer's memory, are refused",
+          "[hostile]") {
+    nnpccl_comm_t comm = single_rank_comm();
+    float buf[16] = {1, 2, 3, 4, 5, 6, 7, 8};
+    auto refused = [&](const char *names, nnpccl_result_t rc) {
+        INFO("the refusal naming " << names);
+        CHECK(rc == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(nnpccl_get_last_error(comm), Catch::Contains(names));
+    };
+    refused("overlap", nnpccl_allreduce(buf, buf + 1, 8, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("overlap", nnpccl_allreduce(buf + 4, buf, 8, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("overlap", nnpccl_broadcast(buf, buf + 1, 8, NNPCCL_FLOAT32, 0, comm));
+    refused("overlap", nnpccl_reduce(buf + 7, buf, 8, NNPCCL_FLOAT32, NNPCCL_MAX, 0, comm));
+    refused("overlap", nnpccl_alltoall(buf, buf + 2, 4, NNPCCL_FLOAT32, comm));
+    refused("recvbuf == sendbuf + rank", nnpccl_reduce_scatter(buf, buf + 1, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("sendbuf == recvbuf + rank", nnpccl_allgather(buf + 1, buf, 4, NNPCCL_FLOAT32, comm));
+    // Adjacent buffers do not overlap, and the in-place layouts are in place.
+    CHECK(nnpccl_allreduce(buf, buf + 8, 8, NNPCCL_FLOAT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+    CHECK(buf[15] == 8);
+    CHECK(nnpccl_allreduce(buf, buf, 8, NNPCCL_FLOAT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_reduce_scatter(buf, buf, 8, NNPCCL_FLOAT32, NNPCCL_SUM, comm) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_allgather(buf, buf, 8, NNPCCL_FLOAT32, comm) == NNPCCL_SUCCESS);
+    CHECK(buf[0] == 1);
+    // A count that fits in memory arithmetic but far beyond the buffer: a
+    // plan for it would not fit in memory either.
+    const size_t beyond = size_t{1} << 42;
+    refused("not mapped", nnpccl_allreduce(buf, buf + 8, beyond, NNPCCL_FLOAT32, NNPCCL_SUM, comm));
+    refused("not mapped", nnpccl_broadcast(buf, buf + 8, beyond, NNPCCL_UINT8, 0, comm));
+    nnpccl_request_t req = nullptr;
+    refused("not mapped", nnpccl_iallgather(buf, buf + 8, beyond, NNPCCL_FLOAT32, comm, &req));
+    CHECK(req == nullptr);
+    CHECK(usable(comm));
+    CHECK(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+}
