@@ -6,12 +6,17 @@
 // pipelined chunks.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "check_data.hpp"
 #include "dtype.hpp"
 #include "local_launch.hpp"
+#include "mp_support.hpp"
+#include "nnpccl_inspect.h"
 
 using nnpccl_check::CallShape;
 
@@ -84,5 +89,60 @@ TEST_CASE("every collective, datatype and op is bit-exact on 1 to 5 ranks", "[mp
     for (int nranks = 1; nranks <= 5; ++nranks) {
         INFO(nranks << " ranks");
         CHECK(run_local_ranks(nranks, run_matrix) == 0);
+    }
+}
+
+namespace {
+
+// Each rank's float32 and bfloat16 inputs where min, max and sum answer
+// differently depending on which operand comes first: signed zeros, and
+// NaNs whose payloads name their rank, on one or several ranks per element.
+std::vector<uint32_t> order_sensitive_floats(int rank, size_t count) {
+    std::vector<uint32_t> bits(count);
+    for (size_t i = 0; i < count; ++i) {
+        const bool nan = ((i >> rank) & 1) != 0;
+        const bool negative = ((i >> (rank + 4)) & 1) != 0;
+        bits[i] = nan ? 0x7fc00000u + static_cast<uint32_t>(rank + 1) * 0x10000u : negative ? 0x80000000u : 0;
+    }
+    return bits;
+}
+
+int run_order_sensitive(int rank, int nranks, const nnpccl_unique_id_t &id) {
+    nnpccl_comm_t comm = join_job(rank, nranks, id, 60, 4096);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    constexpr size_t kCount = 2048; // every combination of the bits above, over several chunks
+    const std::vector<uint32_t> input = order_sensitive_floats(rank, kCount);
+    std::vector<uint16_t> input16(kCount);
+    for (size_t i = 0; i < kCount; ++i) input16[i] = static_cast<uint16_t>(input[i] >> 16);
+    for (const char *algorithm : {"ring", "double_binary_tree", "halving_doubling", "direct"}) {
+        const std::string rule = std::string("allreduce:") + algorithm;
+        EXPECT(nnpccl_comm_set_algorithms(comm, rule.c_str()) == NNPCCL_SUCCESS);
+        for (nnpccl_redop_t op : {NNPCCL_MIN, NNPCCL_MAX, NNPCCL_SUM})
+            for (nnpccl_datatype_t dt : {NNPCCL_FLOAT32, NNPCCL_BFLOAT16}) {
+                const size_t bytes = kCount * nnpccl_datatype_size(dt);
+                const void *in = dt == NNPCCL_FLOAT32 ? static_cast<const void *>(input.data()) : input16.data();
+                std::vector<unsigned char> mine(bytes), everyone(bytes * static_cast<size_t>(nranks));
+                EXPECT(nnpccl_allreduce(in, mine.data(), kCount, dt, op, comm) == NNPCCL_SUCCESS);
+                EXPECT(nnpccl_allgather(mine.data(), everyone.data(), bytes, NNPCCL_UINT8, comm) == NNPCCL_SUCCESS);
+                for (int r = 0; r < nranks; ++r)
+                    if (std::memcmp(everyone.data() + static_cast<size_t>(r) * bytes, mine.data(), bytes) != 0) {
+                        std::fprintf(stderr, "rank %d: %s %s %s: rank %d got other bits\n", rank, algorithm,
+                                     nnpccl_redop_name(op), nnpccl_datatype_name(dt), r);
+                        ++failures;
+                    }
+            }
+    }
+    if (nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS) ++failures;
+    return failures;
+}
+
+} // namespace
+
+TEST_CASE("an allreduce gives every rank the same bits where the operand order matters (signed zeros, NaNs)",
+          "[mp]") {
+    for (int nranks = 2; nranks <= 4; ++nranks) {
+        INFO(nranks << " ranks");
+        CHECK(run_local_ranks(nranks, run_order_sensitive) == 0);
     }
 }
