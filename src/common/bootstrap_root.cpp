@@ -68,6 +68,9 @@ private:
     std::vector<bool> rank_taken_;
     std::vector<Peer> peers_;
     bool failed_ = false;
+    // Why, for the ranks that join after the failure (see run()).
+    std::string failure_why_;
+    nnpccl_result_t failure_code_ = NNPCCL_ERR_REMOTE;
     long evicted_ = 0; // connections dropped for kMaxConnectionsBeforeHello
 };
 
@@ -85,6 +88,8 @@ void RootServer::drop(Peer &p, const char *why) {
 void RootServer::fail_job(const std::string &why, nnpccl_result_t code) {
     if (failed_) return;
     failed_ = true;
+    failure_why_ = why;
+    failure_code_ = code;
     LOG_WARN("bootstrap root: %s", why.c_str());
     for (Peer &p : peers_) {
         if (p.fd < 0 || p.rank < 0) continue;
@@ -140,6 +145,12 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
             return drop(p, "its hello does not prove the job's secret (another job's rank, or a stranger)");
         // Before anything else it hears from us, so a rank trusts nothing an impostor says.
         p.out += encode_welcome(secret_, hello);
+        if (failed_) {
+            std::string payload = encode_failure(failure_code_, failure_why_);
+            p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
+            p.closing = true;
+            return;
+        }
         std::string refusal;
         if (nranks_ == 0) {
             nranks_ = static_cast<int>(hello.nranks);
@@ -157,7 +168,12 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
             std::string payload = encode_failure(NNPCCL_ERR_INVALID_USAGE, refusal);
             p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
             p.closing = true;
-            LOG_WARN("bootstrap root: %s", refusal.c_str());
+            // A job that disagrees on its size, or has a rank twice, cannot
+            // form: the ranks that joined learn why now, rather than wait
+            // for the missing one until their deadline. A rank late for a
+            // job that has started leaves that job alone.
+            if (!all_joined_) fail_job(refusal, NNPCCL_ERR_INVALID_USAGE);
+            else LOG_WARN("bootstrap root: %s", refusal.c_str());
             return;
         }
         p.rank = static_cast<int>(hello.rank);
@@ -257,7 +273,11 @@ void RootServer::run() {
     while (true) {
         std::vector<pollfd> fds;
         std::vector<Peer *> owners;
-        if (!all_joined_ && !failed_) {
+        // A job that failed before every rank joined keeps answering until
+        // the join deadline, so that the ranks still on their way learn why
+        // rather than find nobody listening and wait for their deadline.
+        const bool joining = !all_joined_ && !join_deadline_.passed();
+        if (joining) {
             fds.push_back({listen_fd_, POLLIN, 0});
             owners.push_back(nullptr);
         }
@@ -297,7 +317,7 @@ void RootServer::run() {
         }
         bool anyone_left = false;
         for (const Peer &p : peers_) anyone_left |= p.fd >= 0;
-        if ((all_joined_ || failed_) && !anyone_left) break;
+        if ((all_joined_ || (failed_ && !joining)) && !anyone_left) break;
         // Forget closed connections so the poll set stays small.
         std::vector<Peer> alive;
         for (Peer &p : peers_)

@@ -399,6 +399,41 @@ TEST_CASE("a rank that never joins ends init with a timeout, not a hang", "[mp][
     CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("rank 0"));
 }
 
+namespace {
+
+// Rank 2 of 3 believes the job has 4 ranks (or, `twice`, that it is rank
+// 1): every rank fails at once, naming the disagreement, long before the
+// deadline the job could never meet.
+int join_misconfigured(int rank, int nranks, const nnpccl_unique_id_t &id, bool twice) {
+    nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+    cfg.timeout_sec = 30;
+    const bool odd = rank == 2;
+    nnpccl_comm_t comm = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    const nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, odd && !twice ? nranks + 1 : nranks, id,
+                                                     odd && twice ? 1 : rank, &cfg);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string why = nnpccl_get_last_error(nullptr);
+    int failures = 0;
+    EXPECT(rc == NNPCCL_ERR_INVALID_USAGE);
+    EXPECT(seconds < 10);
+    EXPECT(why.find(twice ? "joined twice" : "says the job has") != std::string::npos); // whichever joined first
+    if (failures != 0) std::fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, nnpccl_get_error_string(rc), seconds, why.c_str());
+    if (rc == NNPCCL_SUCCESS) nnpccl_comm_destroy(comm);
+    return failures;
+}
+
+} // namespace
+
+TEST_CASE("a rank that disagrees on the job's size, or joins twice, ends every rank's init at once", "[mp][bootstrap]") {
+    for (bool twice : {false, true}) {
+        INFO((twice ? "a rank joins twice" : "a rank says the job has 4 ranks"));
+        CHECK(run_local_ranks(3, [twice](int rank, int nranks, const nnpccl_unique_id_t &id) {
+                  return join_misconfigured(rank, nranks, id, twice);
+              }) == 0);
+    }
+}
+
 TEST_CASE("an unreachable root ends init with a timeout naming it", "[mp][bootstrap]") {
     // A root that listens nowhere: a port on loopback that nothing holds.
     setenv("NNPCCL_ROOT", "127.0.0.1:9", 1);
