@@ -365,7 +365,9 @@ NNPCCL_API nnpccl_result_t nnpccl_irecv(void *recvbuf, size_t count, nnpccl_data
                                         nnpccl_comm_t comm, nnpccl_request_t *request);
 
 /** Blocks until the request completes and frees it. Returns the operation's
- *  result. The handle is invalid afterwards. */
+ *  result. The handle is invalid afterwards: wait, test and free refuse it
+ *  (NNPCCL_ERR_INVALID_ARGUMENT) as they refuse any handle that is not a
+ *  live request, unless a newer request has taken its memory. */
 NNPCCL_API nnpccl_result_t nnpccl_wait(nnpccl_request_t request);
 
 /** Sets *done to 1 if the request has completed (the request is then freed

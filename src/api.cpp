@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <system_error>
 #include <unordered_set>
@@ -31,6 +32,46 @@ struct nnpccl_request {
 };
 
 namespace {
+
+// The requests handed out and not yet waited, tested done or freed. wait,
+// test and free look a handle up here before touching it, so a second wait
+// or a garbage handle is refused rather than read after its free. (Like
+// any pointer handle, one whose memory a newer request took names that
+// request.) Cost: a mutex and a hash lookup per nonblocking call.
+class LiveRequests {
+public:
+    void add(nnpccl_request *r) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_.insert(r);
+    }
+    // Takes the request out; false when it was not live.
+    bool take(nnpccl_request *r) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return live_.erase(r) != 0;
+    }
+    // Under the lock, so no other thread's wait or free can take it
+    // meanwhile: `peek` runs on a live request and says whether to take it.
+    template <typename Fn> bool peek(nnpccl_request *r, Fn &&fn) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (live_.count(r) == 0) return false;
+        if (fn(*r)) live_.erase(r);
+        return true;
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_set<const nnpccl_request *> live_;
+};
+
+LiveRequests &live_requests() {
+    static LiveRequests *registry = new LiveRequests; // never destroyed: requests may be waited at exit
+    return *registry;
+}
+
+Status not_a_request() {
+    return invalid_argument("request is not a live request (already waited, completed by nnpccl_test, freed, or "
+                            "corrupt)");
+}
 
 // Ends a nonblocking init that is still running (its waits return at once)
 // and waits for its thread, so that the init state is final afterwards.
@@ -170,7 +211,9 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
     std::shared_ptr<Operation> op;
     st = comm->start(call, request != nullptr, &op);
     if (!st) return report(comm, st);
-    *request = new nnpccl_request{op, comm};
+    auto made = std::make_unique<nnpccl_request>(nnpccl_request{op, comm});
+    live_requests().add(made.get());
+    *request = made.release();
     return NNPCCL_SUCCESS;
 }
 
@@ -541,6 +584,7 @@ nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request) {
 
 nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
+    if (!live_requests().take(request)) return report(nullptr, not_a_request());
     std::unique_ptr<nnpccl_request> owned(request);
     CallGuard guard(owned->comm);
     // Destroy and abort finish every operation before they free the communicator.
@@ -554,17 +598,27 @@ nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
 
 nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
-    CallGuard guard(request->comm);
-    nnpccl_comm *comm = guard.held() ? request->comm : nullptr;
+    nnpccl_comm *asked = nullptr;
+    bool finished = false;
+    // With done NULL the request stays live: the error changes nothing.
+    const bool live = live_requests().peek(request, [&](const nnpccl_request &r) {
+        asked = r.comm;
+        finished = r.op->done.load(std::memory_order_acquire);
+        return finished && done != nullptr;
+    });
+    if (!live) return report(nullptr, not_a_request());
+    CallGuard guard(asked);
+    nnpccl_comm *comm = guard.held() ? asked : nullptr;
     if (done == nullptr) return report(comm, invalid_argument("done (the output pointer) is NULL"));
-    *done = request->op->done.load(std::memory_order_acquire) ? 1 : 0;
-    if (*done == 0) return NNPCCL_SUCCESS;
+    *done = finished ? 1 : 0;
+    if (!finished) return NNPCCL_SUCCESS;
     std::unique_ptr<nnpccl_request> owned(request);
     return report(comm, owned->op->result);
 }
 
 nnpccl_result_t nnpccl_request_free(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
+    if (!live_requests().take(request)) return report(nullptr, not_a_request());
     delete request;
     return NNPCCL_SUCCESS;
 }

@@ -202,3 +202,39 @@ TEST_CASE("buffers that overlap without being in place, and counts beyond the bu
     CHECK(usable(comm));
     CHECK(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
 }
+
+TEST_CASE("a request waited, completed by test, or freed is refused afterwards, as is a garbage handle", "[hostile]") {
+    nnpccl_comm_t comm = single_rank_comm();
+    float buf[4] = {1, 2, 3, 4};
+    auto refused = [](nnpccl_result_t rc) {
+        CHECK(rc == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("not a live request"));
+    };
+    nnpccl_request_t req = nullptr;
+    REQUIRE(nnpccl_iallreduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm, &req) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_wait(req) == NNPCCL_SUCCESS);
+    refused(nnpccl_wait(req));
+    int done = -1;
+    refused(nnpccl_test(req, &done));
+    CHECK(done == -1);
+    refused(nnpccl_request_free(req));
+
+    REQUIRE(nnpccl_iallreduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm, &req) == NNPCCL_SUCCESS);
+    done = 0;
+    while (done == 0) REQUIRE(nnpccl_test(req, &done) == NNPCCL_SUCCESS);
+    refused(nnpccl_test(req, &done));
+    refused(nnpccl_wait(req));
+
+    REQUIRE(nnpccl_iallreduce(buf, buf, 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm, &req) == NNPCCL_SUCCESS);
+    CHECK(nnpccl_request_free(req) == NNPCCL_SUCCESS);
+    refused(nnpccl_request_free(req));
+    refused(nnpccl_wait(req));
+
+    // Never dereferenced: a pointer to something that is no request.
+    refused(nnpccl_wait(reinterpret_cast<nnpccl_request_t>(buf)));
+    refused(nnpccl_test(reinterpret_cast<nnpccl_request_t>(buf), &done));
+    refused(nnpccl_request_free(reinterpret_cast<nnpccl_request_t>(buf)));
+    CHECK(buf[0] == 1); // one rank's sum is its input, and the refusals wrote nothing
+    CHECK(usable(comm));
+    CHECK(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+}
