@@ -349,10 +349,13 @@ std::string OperationName::text() const {
         text = format("%s #%llu %s rank %d (%zu x %s)", collective_name(collective),
                       static_cast<unsigned long long>(sequence), collective == Collective::Send ? "to" : "from", peer,
                       count, datatype_name(datatype));
+    else if (collective == Collective::Barrier)
+        text = format("barrier #%llu", static_cast<unsigned long long>(sequence));
     else
-        text = format("%s #%llu (%zu x %s, %s%s)", collective_name(collective),
-                      static_cast<unsigned long long>(sequence), count, datatype_name(datatype), redop_name(op),
-                      in_place ? ", in place" : "");
+        text = format("%s #%llu (%zu x %s%s%s%s%s)", collective_name(collective),
+                      static_cast<unsigned long long>(sequence), count, datatype_name(datatype),
+                      reduces(collective) ? ", " : "", reduces(collective) ? redop_name(op) : "",
+                      has_root(collective) ? format(", root %d", peer).c_str() : "", in_place ? ", in place" : "");
     return context.empty() ? text : context + " (" + text + ")";
 }
 

@@ -64,7 +64,7 @@ struct OperationName {
     size_t count = 0;
     nnpccl_datatype_t datatype = NNPCCL_UINT8;
     nnpccl_redop_t op = NNPCCL_SUM;
-    int peer = -1; // a send's or recv's
+    int peer = -1; // a send's or recv's, or a rooted collective's root
     bool in_place = false;
     std::string context; // "the tuner's agreement on ...": said before the call, where set
     std::string text() const;
