@@ -487,6 +487,67 @@ TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arri
     CHECK(status == 0);
 }
 
+namespace {
+
+long resident_kib() {
+    long pages = 0, resident = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr) return 0;
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+} // namespace
+
+TEST_CASE("over ofi, a root broadcasting small messages to a rank that stopped calling times out, its memory bounded",
+          "[mp][ofi]") {
+    // Messages small enough for the provider's inject complete at once: with
+    // nothing else bounding them the root would go on succeeding, queueing
+    // them without end. Rank 1 takes part in the first calls (the
+    // connection is up), then stays away until rank 0 is done.
+    char flag[] = "/tmp/nnpccl-test-flag-XXXXXX";
+    int fd = mkstemp(flag);
+    REQUIRE(fd >= 0);
+    close(fd);
+    unlink(flag);
+    const std::string flag_path = flag;
+    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    int status = run_local_ranks(2, [&flag_path](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        nnpccl_comm_t comm = init(rank, nranks, id, 2);
+        if (comm == nullptr) return 1;
+        int failures = 0;
+        float data[4] = {1, 2, 3, 4};
+        for (int i = 0; i < 100; ++i) EXPECT(nnpccl_broadcast(data, data, 4, NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
+        if (rank == 1) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (access(flag_path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) usleep(10000);
+            nnpccl_comm_abort(comm);
+            return failures;
+        }
+        const long resident_before = resident_kib();
+        const auto start = std::chrono::steady_clock::now();
+        nnpccl_result_t rc = NNPCCL_SUCCESS;
+        while (rc == NNPCCL_SUCCESS && std::chrono::steady_clock::now() - start < std::chrono::seconds(15))
+            rc = nnpccl_broadcast(data, data, 4, NNPCCL_FLOAT32, 0, comm);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const long grown_kib = resident_kib() - resident_before;
+        EXPECT(rc == NNPCCL_ERR_TIMEOUT);
+        EXPECT(seconds < 10);
+        EXPECT(grown_kib < 64 * 1024);
+        if (failures != 0)
+            std::fprintf(stderr, "rank 0: %s after %.1f s, %ld KiB more resident: %s\n", nnpccl_get_error_string(rc),
+                         seconds, grown_kib, nnpccl_get_last_error(comm));
+        FILE *f = std::fopen(flag_path.c_str(), "w");
+        if (f != nullptr) std::fclose(f);
+        nnpccl_comm_abort(comm);
+        return failures;
+    });
+    unsetenv("NNPCCL_TRANSPORT");
+    unlink(flag_path.c_str());
+    CHECK(status == 0);
+}
+
 TEST_CASE("over ofi, ranks that differ in NNPCCL_OFI_SEND_IN_PLACE still agree on every large message", "[mp][ofi]") {
     // Rank 0 sends from and receives into the caller's buffers (its large
     // messages go split), rank 1 copies everything through its slots: each

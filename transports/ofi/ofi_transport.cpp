@@ -403,7 +403,14 @@ bool OfiTransport::Impl::post_send(SlotOp *op) {
         iov[n++] = {const_cast<void *>(op->data), op->data_bytes};
         return posted(fi_tsendv(ep, iov, op->bytes > 0 ? desc : desc + 1, n, to, tag, &op->ctx));
     }
-    if (op->bytes <= inject_size) {
+    // An inject completes at once, so a stream of them is bounded by
+    // nothing: to a peer that stopped reading they would queue inside the
+    // provider without end (net queues them and never says -FI_EAGAIN),
+    // and the sender, never waiting, would never time out. One message a
+    // lap of the slot ring is sent for a completion instead (the provider
+    // has written it out), and its slot is not free before: the sender
+    // runs at most a ring ahead of what the connection took.
+    if (op->bytes <= inject_size && op->seq % static_cast<uint64_t>(slots) != 0) {
         if (!posted(fi_tinject(ep, slot, op->bytes, to, tag))) return false;
         op->busy = false; // the provider has copied it
         ++events;
