@@ -6,6 +6,7 @@
 // (PMI_RANK, PMI_SIZE) and Slurm's srun (SLURM_PROCID, SLURM_NTASKS).
 // docs/clusters.md shows each in a manifest.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,13 +136,32 @@ Status read_launch_env(LaunchEnv *out) {
     return Status::ok();
 }
 
+namespace {
+
+// What the rendezvous file holds: the unique id, and the pid of the rank 0
+// that wrote it. A rank 0 killed during init leaves its file behind (its
+// unlink never runs), and the next job started by the same launcher
+// process has the same file name: its ranks must not take the dead one's
+// root for their own.
+struct RendezvousRecord {
+    nnpccl_unique_id_t id;
+    int32_t writer_pid;
+};
+
+bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+} // namespace
+
 Status publish_unique_id(const std::string &path, const nnpccl_unique_id_t &id) {
     std::string tmp = path + ".tmp" + std::to_string(getpid());
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return errno_error("creating the rendezvous file " + tmp);
-    ssize_t n = write(fd, &id, sizeof id);
+    RendezvousRecord record{};
+    record.id = id;
+    record.writer_pid = static_cast<int32_t>(getpid());
+    ssize_t n = write(fd, &record, sizeof record);
     close(fd);
-    if (n != static_cast<ssize_t>(sizeof id) || rename(tmp.c_str(), path.c_str()) != 0) {
+    if (n != static_cast<ssize_t>(sizeof record) || rename(tmp.c_str(), path.c_str()) != 0) {
         Status st = errno_error("writing the rendezvous file " + path);
         unlink(tmp.c_str());
         return st;
@@ -151,21 +171,34 @@ Status publish_unique_id(const std::string &path, const nnpccl_unique_id_t &id) 
 
 Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id,
                       const StopSignal *stop) {
+    pid_t stale_writer = 0;
     while (true) {
         if (stop != nullptr && stop->raised()) return stopped_error();
         int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
             struct stat info {};
             bool mine = fstat(fd, &info) == 0 && info.st_uid == getuid() && (info.st_mode & 077) == 0;
-            ssize_t n = mine ? read(fd, id, sizeof *id) : -1;
+            RendezvousRecord record{};
+            ssize_t n = mine ? read(fd, &record, sizeof record) : -1;
             close(fd);
             if (!mine) return invalid_usage("rendezvous file %s is not private to this user; remove it", path.c_str());
-            if (n == static_cast<ssize_t>(sizeof *id)) return Status::ok();
+            if (n == static_cast<ssize_t>(sizeof record)) {
+                // A file whose writer has died is a dead job's: wait for
+                // this job's rank 0 to replace it.
+                if (process_alive(record.writer_pid)) {
+                    *id = record.id;
+                    return Status::ok();
+                }
+                stale_writer = record.writer_pid;
+            }
         }
         if (deadline.passed())
             return timeout_error("rank 0 did not publish %s before the deadline (is rank 0 running? set NNPCCL_ROOT "
-                                 "to meet at an address instead)",
-                                 path.c_str());
+                                 "to meet at an address instead)%s",
+                                 path.c_str(),
+                                 stale_writer != 0 ? format("; the file there was left by pid %d, which has ended",
+                                                            static_cast<int>(stale_writer)).c_str()
+                                                   : "");
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -355,4 +358,29 @@ TEST_CASE("NNPCCL_SOCKET_IFNAME names interfaces by prefix, exclusion or exact n
     CHECK(interface_matches("=eth0", "eth0"));
     CHECK_FALSE(interface_matches("=eth0", "eth0.5"));
     CHECK_FALSE(interface_matches("", "eth0"));
+}
+
+TEST_CASE("a rendezvous file left by a rank 0 that has ended is not taken for this job's", "[config][launcher]") {
+    char dir[] = "/tmp/nnpccl-test-rendezvous-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string path = std::string(dir) + "/job.id";
+    nnpccl_unique_id_t dead{}, live{};
+    std::memset(dead.internal, 0xd1, sizeof dead.internal);
+    std::memset(live.internal, 0x1e, sizeof live.internal);
+    // Written by a process that then exits, as a rank 0 killed during init leaves it.
+    const pid_t writer = fork();
+    if (writer == 0) _exit(publish_unique_id(path, dead).is_ok() ? 0 : 1);
+    int status = 0;
+    REQUIRE(waitpid(writer, &status, 0) == writer);
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    nnpccl_unique_id_t got{};
+    Status st = read_unique_id(path, Deadline::after_seconds(0.3), &got);
+    CHECK(st.code() == NNPCCL_ERR_TIMEOUT);
+    CHECK_THAT(st.message(), Catch::Contains("left by pid " + std::to_string(writer)));
+    // This job's rank 0 replaces it: that one is taken.
+    REQUIRE(publish_unique_id(path, live).is_ok());
+    REQUIRE(read_unique_id(path, Deadline::after_seconds(5), &got).is_ok());
+    CHECK(std::memcmp(&got, &live, sizeof got) == 0);
+    unlink(path.c_str());
+    rmdir(dir);
 }
