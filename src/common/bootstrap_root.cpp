@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -42,8 +43,13 @@ struct Peer {
 
 class RootServer {
 public:
+    // The root gives up on a rank a little before the ranks' own deadlines
+    // (the same NNPCCL_TIMEOUT): then every rank hears which rank did not
+    // come, rather than each timing out on its own and the root taking the
+    // first one's closed connection for a death.
     RootServer(int listen_fd, JobSecret secret, int join_timeout_sec)
-        : listen_fd_(listen_fd), secret_(secret), join_deadline_(Deadline::after_seconds(join_timeout_sec)) {}
+        : listen_fd_(listen_fd), secret_(secret), limit_sec_(std::max(0.5 * join_timeout_sec, join_timeout_sec - 1.0)),
+          join_deadline_(Deadline::after_seconds(limit_sec_)) {}
     ~RootServer() {
         for (Peer &p : peers_) close_fd(p.fd);
         close_fd(listen_fd_);
@@ -57,12 +63,16 @@ private:
     void drop(Peer &p, const char *why);
     void fail_job(const std::string &why, nnpccl_result_t code = NNPCCL_ERR_REMOTE);
     void maybe_complete_round();
+    void check_round(Clock::time_point now);
     void flush(Peer &p);
     int joined_count() const;
 
     int listen_fd_;
     JobSecret secret_;
+    double limit_sec_;
     Deadline join_deadline_;
+    // When the first rank of the current gather round sent its part.
+    Clock::time_point round_started_{};
     int nranks_ = 0;
     bool all_joined_ = false;
     std::vector<bool> rank_taken_;
@@ -91,12 +101,19 @@ void RootServer::fail_job(const std::string &why, nnpccl_result_t code) {
     failure_why_ = why;
     failure_code_ = code;
     LOG_WARN("bootstrap root: %s", why.c_str());
+    std::vector<Peer *> told;
     for (Peer &p : peers_) {
         if (p.fd < 0 || p.rank < 0) continue;
         std::string payload = encode_failure(code, why);
         p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
         p.closing = true;
+        told.push_back(&p);
     }
+    // Sent now, highest rank first: this thread lives in a rank's process
+    // (rank 0's, usually), which may exit as soon as its own rank hears the
+    // news, and the others must have theirs by then.
+    std::sort(told.begin(), told.end(), [](const Peer *a, const Peer *b) { return a->rank > b->rank; });
+    for (Peer *p : told) flush(*p);
 }
 
 void RootServer::accept_new() {
@@ -191,9 +208,30 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
         return;
     }
     if (type != FrameType::Gather || p.has_part) return drop(p, "unexpected message from a joined rank");
+    bool first_of_round = true;
+    for (const Peer &other : peers_) first_of_round = first_of_round && !(other.fd >= 0 && other.has_part);
+    if (first_of_round) round_started_ = Clock::now();
     p.has_part = true;
     p.part = payload;
     maybe_complete_round();
+}
+
+// A round that some ranks have reached and others have not, for longer
+// than the ranks will wait: names the ones missing (stopped, hung, or
+// busy with something else), before the waiting ranks time out unnamed.
+void RootServer::check_round(Clock::time_point now) {
+    std::string missing;
+    bool started = false;
+    for (const Peer &p : peers_) {
+        if (p.fd < 0 || p.rank < 0) continue;
+        if (p.has_part) started = true;
+        else if (missing.size() < 200) missing += (missing.empty() ? "" : ",") + std::to_string(p.rank);
+    }
+    if (!started || missing.empty() || now - round_started_ < std::chrono::duration<double>(limit_sec_)) return;
+    fail_job(format("rank(s) %s did not reach the job's next set-up step within %.1f s of the first rank (stopped, "
+                    "hung, or calling something else)",
+                    missing.c_str(), limit_sec_),
+             NNPCCL_ERR_TIMEOUT);
 }
 
 void RootServer::maybe_complete_round() {
@@ -313,8 +351,10 @@ void RootServer::run() {
             for (int r = 0; r < nranks_ && missing.size() < 200; ++r)
                 if (!rank_taken_[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
             fail_job(nranks_ == 0 ? std::string("no rank joined before the deadline")
-                                  : format("rank(s) %s never joined before the deadline", missing.c_str()));
+                                  : format("rank(s) %s never joined before the deadline", missing.c_str()),
+                     NNPCCL_ERR_TIMEOUT);
         }
+        if (all_joined_ && !failed_) check_round(now);
         bool anyone_left = false;
         for (const Peer &p : peers_) anyone_left |= p.fd >= 0;
         if ((all_joined_ || (failed_ && !joining)) && !anyone_left) break;
