@@ -94,36 +94,60 @@ Status check_count(const char *name, size_t count, size_t factor, nnpccl_datatyp
     return Status::ok();
 }
 
-// How a call is in place (call.hpp, is_in_place), for the overlap error.
-const char *in_place_layout(Collective c) {
-    switch (c) {
-    case Collective::ReduceScatter: return "in place is recvbuf == sendbuf + rank x recvcount elements";
-    case Collective::Allgather: return "in place is sendbuf == recvbuf + rank x sendcount elements";
-    case Collective::Gather: return "in place (on the root) is sendbuf == recvbuf + root x sendcount elements";
-    case Collective::Scatter: return "in place (on the root) is recvbuf == sendbuf + root x recvcount elements";
-    default: return "in place is sendbuf == recvbuf";
-    }
-}
-
-// Calls this large check that their buffers end in mapped memory, so that
-// a count far beyond the buffer (a corrupt or mistyped one) is refused
-// rather than planned: a plan has a step per chunk, and one of 2^45 bytes
-// would not fit in memory. Cost: two mincore() calls, against a transfer of
-// at least this many bytes.
+// Calls of this many bytes or more check that their buffers are mapped.
 constexpr size_t kCheckedMappingBytes = size_t{1} << 30;
+// Calls with blocks this large have their buffers checked out of line
+// (below); smaller ones only when their buffers might overlap. Any call
+// that reaches kCheckedMappingBytes has one block at least this large.
+constexpr size_t kLargeBlockBytes = kCheckedMappingBytes / static_cast<size_t>(kMaxRanks);
 
-Status check_mapped(const char *name, const void *buffer, size_t bytes, const char *count_name, size_t count) {
-    if (bytes < kCheckedMappingBytes) return Status::ok();
+// The exact checks of a call's buffers, given which of them this rank
+// reads and writes: they must not overlap unless the call is in place
+// (call.hpp, is_in_place), and a call of kCheckedMappingBytes or more must
+// end in mapped memory, so that a count far beyond the buffer (a corrupt or
+// mistyped one) is refused rather than planned: a plan has a step per
+// chunk, and one of 2^45 bytes would not fit in memory. Cost: up to four
+// mincore() calls, against a transfer of at least a GiB.
+[[gnu::noinline]] Status check_buffers(const nnpccl_comm *comm, const Call &c, const char *count_name,
+                                       bool reads_send, bool writes_recv) {
+    using C = Collective;
+    const size_t block = c.count * datatype_size(c.datatype), all = block * static_cast<size_t>(comm->nranks);
+    const bool reads_all = c.collective == C::ReduceScatter || c.collective == C::Scatter || c.collective == C::Alltoall;
+    const bool writes_all = c.collective == C::Allgather || c.collective == C::Gather || c.collective == C::Alltoall;
+    const size_t send_bytes = reads_send ? (reads_all ? all : block) : 0;
+    const size_t recv_bytes = writes_recv ? (writes_all ? all : block) : 0;
     static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const auto first = reinterpret_cast<uintptr_t>(buffer);
-    for (uintptr_t at : {first, first + (bytes - 1)}) {
-        unsigned char resident = 0;
-        // Only ENOMEM says "not mapped"; anything else lets the call go on.
-        if (mincore(reinterpret_cast<void *>(at & ~(page - 1)), 1, &resident) != 0 && errno == ENOMEM)
-            return invalid_argument("%s=%zu needs %zu bytes of %s, but %s + %zu is not mapped memory", count_name, count,
-                                    bytes, name, name, static_cast<size_t>(at - first));
+    const struct {
+        const char *name;
+        const void *buffer;
+        size_t bytes;
+    } buffers[] = {{"sendbuf", c.send, send_bytes}, {"recvbuf", c.recv, recv_bytes}};
+    for (const auto &b : buffers) {
+        if (b.bytes < kCheckedMappingBytes) continue;
+        const auto first = reinterpret_cast<uintptr_t>(b.buffer);
+        for (uintptr_t at : {first, first + (b.bytes - 1)}) {
+            unsigned char resident = 0;
+            // Only ENOMEM says "not mapped"; anything else lets the call go on.
+            if (mincore(reinterpret_cast<void *>(at & ~(page - 1)), 1, &resident) != 0 && errno == ENOMEM)
+                return invalid_argument("%s=%zu needs %zu bytes of %s, but %s + %zu is not mapped memory", count_name,
+                                        c.count, b.bytes, b.name, b.name, static_cast<size_t>(at - first));
+        }
     }
-    return Status::ok();
+    const auto send_at = reinterpret_cast<uintptr_t>(c.send), recv_at = reinterpret_cast<uintptr_t>(c.recv);
+    if (send_bytes == 0 || recv_bytes == 0 || send_at >= recv_at + recv_bytes || recv_at >= send_at + send_bytes ||
+        is_in_place(c, comm->rank))
+        return Status::ok();
+    const char *layout = "in place is sendbuf == recvbuf";
+    switch (c.collective) {
+    case C::ReduceScatter: layout = "in place is recvbuf == sendbuf + rank x recvcount elements"; break;
+    case C::Allgather: layout = "in place is sendbuf == recvbuf + rank x sendcount elements"; break;
+    case C::Gather: layout = "in place (on the root) is sendbuf == recvbuf + root x sendcount elements"; break;
+    case C::Scatter: layout = "in place (on the root) is recvbuf == sendbuf + root x recvcount elements"; break;
+    default: break;
+    }
+    return invalid_argument("sendbuf (%zu bytes at %p) and recvbuf (%zu bytes at %p) overlap but the call is not in "
+                            "place: %s, or buffers that do not overlap",
+                            send_bytes, c.send, recv_bytes, c.recv, layout);
 }
 
 Status validate(const nnpccl_comm *comm, const Call &c) {
@@ -161,20 +185,15 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
                                                                                     : c.collective != C::Send;
     if (reads_send && c.send == nullptr) return invalid_argument("sendbuf is NULL with %s=%zu", count_name, c.count);
     if (writes_recv && c.recv == nullptr) return invalid_argument("recvbuf is NULL with %s=%zu", count_name, c.count);
-    // The bytes this rank reads and writes (check_count bounded them).
-    const size_t block = c.count * datatype_size(c.datatype), all = block * static_cast<size_t>(comm->nranks);
-    const bool reads_all = c.collective == C::ReduceScatter || c.collective == C::Scatter || c.collective == C::Alltoall;
-    const bool writes_all = c.collective == C::Allgather || c.collective == C::Gather || c.collective == C::Alltoall;
-    const size_t send_bytes = reads_send ? (reads_all ? all : block) : 0;
-    const size_t recv_bytes = writes_recv ? (writes_all ? all : block) : 0;
-    NNPCCL_TRY(check_mapped("sendbuf", c.send, send_bytes, count_name, c.count));
-    NNPCCL_TRY(check_mapped("recvbuf", c.recv, recv_bytes, count_name, c.count));
+    // A few compares for the common call, whose buffers are in place or
+    // far apart and small; the exact checks are out of line. The buffers
+    // may overlap only if |send - recv| < span, here one unsigned compare.
+    const size_t block = c.count * datatype_size(c.datatype); // check_count bounded it
+    const uintptr_t span = block * static_cast<size_t>(comm->nranks);
     const auto send_at = reinterpret_cast<uintptr_t>(c.send), recv_at = reinterpret_cast<uintptr_t>(c.recv);
-    if (send_bytes > 0 && recv_bytes > 0 && send_at < recv_at + recv_bytes && recv_at < send_at + send_bytes &&
-        !is_in_place(c, comm->rank))
-        return invalid_argument("sendbuf (%zu bytes at %p) and recvbuf (%zu bytes at %p) overlap but the call is not "
-                                "in place: %s, or buffers that do not overlap",
-                                send_bytes, c.send, recv_bytes, c.recv, in_place_layout(c.collective));
+    if (block >= kLargeBlockBytes ||
+        (send_at - recv_at + (span - 1) < 2 * span - 1 && !(send_at == recv_at && is_in_place(c, comm->rank))))
+        NNPCCL_TRY(check_buffers(comm, c, count_name, reads_send, writes_recv));
     return Status::ok();
 }
 
