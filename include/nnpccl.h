@@ -6,7 +6,9 @@
  * feel at home:
  *   - every function returns an nnpccl_result_t;
  *   - in-place operation is expressed by pointer equality (see each
- *     collective);
+ *     collective); buffers that overlap in any other way are refused
+ *     (NNPCCL_ERR_INVALID_ARGUMENT), as is a count whose buffer, from 1 GiB
+ *     on, does not end in mapped memory;
  *   - an invalid argument (NNPCCL_ERR_INVALID_ARGUMENT) has no effect and
  *     leaves the communicator usable; any other error is fatal for that
  *     communicator, which must then be aborted or destroyed and re-created;
