@@ -301,15 +301,8 @@ int launchLocal(const Options &opts, int nranks) {
 
 int main(int argc, char **argv) {
     Options opts;
-    std::string error;
-    if (!parseOptions(argc, argv, /*acceptLauncherFlags=*/true, &opts, &error)) {
-        // An error is one line; the whole help only when asked for.
-        if (!error.empty())
-            std::fprintf(stderr, "gloo-bench: %s (see --help)\n", error.c_str());
-        else
-            printUsage("gloo-bench", /*launcher=*/true);
-        return error.empty() ? 0 : 2;
-    }
+    if (const int status = parseCommandLine("gloo-bench", argc, argv, /*launcher=*/true, &opts); status >= 0)
+        return status;
     if (opts.collective == Collective::ReduceScatter) {
         std::fprintf(stderr, "gloo-bench: this Gloo (%d.%d.%d) has no reduce_scatter collective\n",
                      GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);

@@ -173,17 +173,10 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     Options opts;
-    std::string error;
-    if (!parseOptions(argc, argv, /*acceptLauncherFlags=*/false, &opts, &error)) {
-        if (rank == 0) {
-            // An error is one line; the whole help only when asked for.
-            if (!error.empty())
-                std::fprintf(stderr, "mpi-bench: %s (see --help)\n", error.c_str());
-            else
-                printUsage("mpi-bench", /*launcher=*/false);
-        }
+    if (const int status = parseCommandLine("mpi-bench", argc, argv, /*launcher=*/false, &opts, rank == 0);
+        status >= 0) {
         MPI_Finalize();
-        return error.empty() ? 0 : 2;
+        return status;
     }
     if (opts.root >= nranks) {
         if (rank == 0)

@@ -351,6 +351,23 @@ inline bool parseOptions(int argc, char **argv, bool acceptLauncherFlags, Option
     return true;
 }
 
+// parseOptions for a tool's main(): -1 when the run goes on; otherwise the
+// exit status, having printed the help (0) or the error in one line (2) if
+// `speaking` (an MPI tool's rank 0 only).
+inline int parseCommandLine(const char *tool, int argc, char **argv, bool launcher, Options *opts,
+                            bool speaking = true) {
+    std::string error;
+    if (parseOptions(argc, argv, launcher, opts, &error))
+        return -1;
+    if (speaking) {
+        if (!error.empty())
+            std::fprintf(stderr, "%s: %s (see --help)\n", tool, error.c_str());
+        else
+            printUsage(tool, launcher);
+    }
+    return error.empty() ? 0 : 2;
+}
+
 // The sizes of the rows, as nccl-tests walks them: multiply by -f, or add -i
 // when -f is 1; stop past -e.
 inline std::vector<size_t> sizeSeries(const Options &opts) {

@@ -347,14 +347,8 @@ int launchPair(const Options &opts) {
 
 int main(int argc, char **argv) {
     Options opts;
-    std::string error;
-    if (!parseOptions(argc, argv, /*acceptLauncherFlags=*/true, &opts, &error)) {
-        if (!error.empty())
-            std::fprintf(stderr, "socket-bench: %s (see --help)\n", error.c_str());
-        else
-            printUsage("socket-bench", /*launcher=*/true);
-        return error.empty() ? 0 : 2;
-    }
+    if (const int status = parseCommandLine("socket-bench", argc, argv, /*launcher=*/true, &opts); status >= 0)
+        return status;
     if (opts.launchRanks != 0 && opts.launchRanks != 2) {
         std::fprintf(stderr, "socket-bench: --np %d: it runs exactly 2 ranks\n",
                      opts.launchRanks);

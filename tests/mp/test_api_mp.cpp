@@ -450,16 +450,39 @@ TEST_CASE("an unreachable root ends init with a timeout naming it", "[mp][bootst
     CHECK_THAT(nnpccl_get_last_error(nullptr), Catch::Contains("127.0.0.1:9"));
 }
 
+namespace {
+
+// A flag one rank raises (creates) and another waits for, outside nnpccl:
+// a fresh path, nothing there yet.
+std::string fresh_flag_path() {
+    char flag[] = "/tmp/nnpccl-test-flag-XXXXXX";
+    const int fd = mkstemp(flag);
+    if (fd < 0) return {};
+    close(fd);
+    unlink(flag);
+    return flag;
+}
+
+void raise_flag(const std::string &path) {
+    FILE *f = std::fopen(path.c_str(), "w");
+    if (f != nullptr) std::fclose(f);
+}
+
+// Whether the flag went up before `seconds` passed.
+bool wait_for_flag(const std::string &path, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) usleep(1000);
+    return access(path.c_str(), F_OK) == 0;
+}
+
+} // namespace
+
 TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arrive", "[mp][ofi]") {
     // Over libfabric, a large send may need the sender's progress calls long
     // after its operation has ended on the sender (tcp's rendezvous). Root 0
     // broadcasts, then waits outside nnpccl for rank 1 to say it has the data.
-    char flag[] = "/tmp/nnpccl-test-flag-XXXXXX";
-    int fd = mkstemp(flag);
-    REQUIRE(fd >= 0);
-    close(fd);
-    unlink(flag);
-    const std::string flag_path = flag;
+    const std::string flag_path = fresh_flag_path();
+    REQUIRE(!flag_path.empty());
     setenv("NNPCCL_TRANSPORT", "ofi", 1);
     int status = run_local_ranks(2, [&flag_path](int rank, int nranks, const nnpccl_unique_id_t &id) {
         nnpccl_comm_t comm = init(rank, nranks, id, 30);
@@ -469,12 +492,9 @@ TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arri
         int failures = 0;
         if (rank == 1) {
             for (float v : data) failures += v != 1.5f;
-            FILE *f = std::fopen(flag_path.c_str(), "w");
-            if (f != nullptr) std::fclose(f);
+            raise_flag(flag_path);
         } else {
-            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-            while (access(flag_path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) usleep(1000);
-            if (access(flag_path.c_str(), F_OK) != 0) {
+            if (!wait_for_flag(flag_path, 20)) {
                 std::fprintf(stderr, "rank 0: rank 1 never got the broadcast while rank 0 was away\n");
                 ++failures;
             }
@@ -506,12 +526,8 @@ TEST_CASE("over ofi, a root broadcasting small messages to a rank that stopped c
     // nothing else bounding them the root would go on succeeding, queueing
     // them without end. Rank 1 takes part in the first calls (the
     // connection is up), then stays away until rank 0 is done.
-    char flag[] = "/tmp/nnpccl-test-flag-XXXXXX";
-    int fd = mkstemp(flag);
-    REQUIRE(fd >= 0);
-    close(fd);
-    unlink(flag);
-    const std::string flag_path = flag;
+    const std::string flag_path = fresh_flag_path();
+    REQUIRE(!flag_path.empty());
     setenv("NNPCCL_TRANSPORT", "ofi", 1);
     int status = run_local_ranks(2, [&flag_path](int rank, int nranks, const nnpccl_unique_id_t &id) {
         nnpccl_comm_t comm = init(rank, nranks, id, 2);
@@ -520,8 +536,7 @@ TEST_CASE("over ofi, a root broadcasting small messages to a rank that stopped c
         float data[4] = {1, 2, 3, 4};
         for (int i = 0; i < 100; ++i) EXPECT(nnpccl_broadcast(data, data, 4, NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
         if (rank == 1) {
-            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-            while (access(flag_path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) usleep(10000);
+            wait_for_flag(flag_path, 30);
             nnpccl_comm_abort(comm);
             return failures;
         }
@@ -538,8 +553,7 @@ TEST_CASE("over ofi, a root broadcasting small messages to a rank that stopped c
         if (failures != 0)
             std::fprintf(stderr, "rank 0: %s after %.1f s, %ld KiB more resident: %s\n", nnpccl_get_error_string(rc),
                          seconds, grown_kib, nnpccl_get_last_error(comm));
-        FILE *f = std::fopen(flag_path.c_str(), "w");
-        if (f != nullptr) std::fclose(f);
+        raise_flag(flag_path);
         nnpccl_comm_abort(comm);
         return failures;
     });
