@@ -81,7 +81,9 @@ typedef enum {
 
 /** Reduction operations. Integer sum and prod wrap around (two's complement).
  *  avg is the sum divided by the number of ranks after the sum (integer
- *  types: the wrapped sum divided with truncation toward zero). */
+ *  types: the wrapped sum divided with truncation toward zero). For
+ *  floating-point types min and max are IEEE 754's minimum and maximum: a
+ *  NaN on any rank makes the result NaN, and -0 counts below +0. */
 typedef enum {
     NNPCCL_SUM = 0,
     NNPCCL_PROD = 1,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -90,6 +91,38 @@ template <typename Repr> typename Repr::Acc first_nan(typename Repr::Acc x, type
         return result;
 }
 
+// min and max as IEEE 754-2019's minimum and maximum: a NaN operand makes
+// the result NaN (x's when both are: the executor puts the fold first, so
+// every rank has the same), and -0 is below +0. Both are then commutative
+// up to a NaN's payload, so which rank holds the NaN or the signed zero does
+// not matter, and the vector kernels give the same bits (reduce_simd.hpp).
+template <typename Acc> Acc same_bits_or(Acc x, Acc y, bool negative_wins) {
+    using Bits = std::conditional_t<sizeof(Acc) == 4, uint32_t, uint64_t>;
+    Bits bx, by;
+    std::memcpy(&bx, &x, sizeof x);
+    std::memcpy(&by, &y, sizeof y);
+    const Bits r = negative_wins ? (bx | by) : (bx & by); // equal values differ at most in the sign
+    Acc out;
+    std::memcpy(&out, &r, sizeof out);
+    return out;
+}
+template <typename Acc> Acc minimum(Acc x, Acc y) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+        if (x != x) return x;
+        if (y != y) return y;
+        if (x == y) return same_bits_or(x, y, true);
+    }
+    return y < x ? y : x;
+}
+template <typename Acc> Acc maximum(Acc x, Acc y) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+        if (x != x) return x;
+        if (y != y) return y;
+        if (x == y) return same_bits_or(x, y, false);
+    }
+    return x < y ? y : x;
+}
+
 template <typename Repr, typename Fn>
 void combine(void *dst, const void *a, const void *b, size_t n, Fn fn) {
     using S = typename Repr::Storage;
@@ -114,8 +147,8 @@ void reduce_typed(void *dst, const void *a, const void *b, size_t n, nnpccl_redo
     case NNPCCL_PROD:
         combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return first_nan<Repr>(x, wrap_mul(x, y)); });
         break;
-    case NNPCCL_MIN: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return y < x ? y : x; }); break;
-    case NNPCCL_MAX: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return x < y ? y : x; }); break;
+    case NNPCCL_MIN: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return minimum(x, y); }); break;
+    case NNPCCL_MAX: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return maximum(x, y); }); break;
     default: break;
     }
 }

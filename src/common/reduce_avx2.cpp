@@ -28,8 +28,23 @@ struct Avx2 {
         return r;
     }
     static V div(V x, V y) { return _mm256_div_ps(x, y); }
-    static V min(V x, V y) { return _mm256_min_ps(x, y); }
-    static V max(V x, V y) { return _mm256_max_ps(x, y); }
+    // reduce.cpp's minimum and maximum: minps/maxps (y's side unless y wins
+    // the compare), the union or intersection of the bits of equal values
+    // (-0 below +0), then y's NaN, then x's.
+    static V minimum(V x, V y) {
+        V r = _mm256_min_ps(y, x);
+        r = _mm256_blendv_ps(r, _mm256_or_ps(x, y), _mm256_cmp_ps(x, y, _CMP_EQ_OQ));
+        r = _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+        return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    }
+    static V load32(const float *p) { return _mm256_loadu_ps(p); }
+    static void store32(float *p, V v) { _mm256_storeu_ps(p, v); }
+    static V maximum(V x, V y) {
+        V r = _mm256_max_ps(y, x);
+        r = _mm256_blendv_ps(r, _mm256_and_ps(x, y), _mm256_cmp_ps(x, y, _CMP_EQ_OQ));
+        r = _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+        return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    }
     static V splat(float f) { return _mm256_set1_ps(f); }
 
     // vcvtph2ps is exact (subnormals too); vcvtps2ph with an immediate

@@ -34,8 +34,22 @@ struct Avx512 {
         return r;
     }
     static V div(V x, V y) { return _mm512_div_ps(x, y); }
-    static V min(V x, V y) { return _mm512_min_ps(x, y); }
-    static V max(V x, V y) { return _mm512_max_ps(x, y); }
+    // As reduce_avx2.cpp's, with masks (and integer or/and: AVX-512F has no
+    // float ones).
+    static V minimum(V x, V y) {
+        const V both = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_castps_si512(y)));
+        V r = _mm512_mask_mov_ps(_mm512_min_ps(y, x), _mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), both);
+        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), y);
+        return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+    }
+    static V load32(const float *p) { return _mm512_loadu_ps(p); }
+    static void store32(float *p, V v) { _mm512_storeu_ps(p, v); }
+    static V maximum(V x, V y) {
+        const V both = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_castps_si512(y)));
+        V r = _mm512_mask_mov_ps(_mm512_max_ps(y, x), _mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), both);
+        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), y);
+        return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+    }
     static V splat(float f) { return _mm512_set1_ps(f); }
 
     // As in reduce_avx2.cpp: exact widening, narrowing to nearest even by

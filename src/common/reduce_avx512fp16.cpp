@@ -52,6 +52,19 @@ __m512h quiet(__m512h v) {
         _mm512_mask_blend_epi16(nan, bits, _mm512_or_si512(bits, _mm512_set1_epi16(0x0200))));
 }
 
+// reduce.cpp's minimum (`smallest`) or maximum: minph/maxph (y's side
+// unless y wins the compare), the union or intersection of the bits of
+// equal values (-0 below +0), then y's NaN, then x's.
+__m512h extremum(__m512h x, __m512h y, bool smallest) {
+    const __m512i xb = _mm512_castph_si512(x), yb = _mm512_castph_si512(y);
+    const __m512i pick = smallest ? _mm512_castph_si512(_mm512_min_ph(y, x)) : _mm512_castph_si512(_mm512_max_ph(y, x));
+    const __m512i both = smallest ? _mm512_or_si512(xb, yb) : _mm512_and_si512(xb, yb);
+    __m512i r = _mm512_mask_blend_epi16(_mm512_cmp_ph_mask(x, y, _CMP_EQ_OQ), pick, both);
+    r = _mm512_mask_blend_epi16(_mm512_cmp_ph_mask(y, y, _CMP_UNORD_Q), r, yb);
+    r = _mm512_mask_blend_epi16(_mm512_cmp_ph_mask(x, x, _CMP_UNORD_Q), r, xb);
+    return _mm512_castsi512_ph(r);
+}
+
 // dst may alias a or b element for element. The tail is masked: lanes past
 // `n` are neither read nor written.
 template <class Fn> void combine(void *dst, const void *a, const void *b, size_t n, Fn fn) {
@@ -72,10 +85,8 @@ void reduce_half(void *dst, const void *a, const void *b, size_t n, nnpccl_redop
     switch (op) {
     case NNPCCL_SUM: combine(dst, a, b, n, add); return;
     case NNPCCL_PROD: combine(dst, a, b, n, mul); return;
-    // As reduce_simd.hpp: the reference's `y < x ? y : x`, whose NaN and
-    // signed-zero cases keep x, which minph/maxph return as their second operand.
-    case NNPCCL_MIN: combine(dst, a, b, n, [](__m512h x, __m512h y) { return quiet(_mm512_min_ph(y, x)); }); return;
-    case NNPCCL_MAX: combine(dst, a, b, n, [](__m512h x, __m512h y) { return quiet(_mm512_max_ph(y, x)); }); return;
+    case NNPCCL_MIN: combine(dst, a, b, n, [](__m512h x, __m512h y) { return quiet(extremum(x, y, true)); }); return;
+    case NNPCCL_MAX: combine(dst, a, b, n, [](__m512h x, __m512h y) { return quiet(extremum(x, y, false)); }); return;
     default: avx512_kernels().reduce[NNPCCL_FLOAT16](dst, a, b, n, op, divisor); return; // avg
     }
 }

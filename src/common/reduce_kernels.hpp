@@ -29,8 +29,9 @@ struct KernelSet {
 const KernelSet &scalar_kernels();
 
 #if defined(__x86_64__) || defined(__i386__)
-// float16 and bfloat16 widened to float32 in vector registers: AVX2 with
-// F16C (reduce_avx2.cpp) and AVX-512 F and BW (reduce_avx512.cpp).
+// float16 and bfloat16 widened to float32 in vector registers, and float32
+// min and max: AVX2 with F16C (reduce_avx2.cpp) and AVX-512 F and BW
+// (reduce_avx512.cpp).
 const KernelSet &avx2_kernels();
 const KernelSet &avx512_kernels();
 #if defined(NNPCCL_REDUCE_AVX512FP16)

@@ -1,21 +1,23 @@
-// float16 and bfloat16 reduction kernels written once over an instruction
-// set's traits, for the ISA files (reduce_avx2.cpp, reduce_avx512.cpp) that
-// are compiled with their own -m flags. Everything here has internal
-// linkage: an inline function with external linkage compiled with AVX
-// could be the copy the linker keeps for baseline callers too.
+// float16 and bfloat16 reduction kernels, and float32 min and max, written
+// once over an instruction set's traits, for the ISA files (reduce_avx2.cpp,
+// reduce_avx512.cpp) that are compiled with their own -m flags. Everything
+// here has internal linkage: an inline function with external linkage
+// compiled with AVX could be the copy the linker keeps for baseline callers
+// too.
 //
 // The traits `I` give:
 // - V, a vector of float32, and kStep, the 16-bit elements one step handles
 //   (two V's worth);
 // - add, mul, div, splat; add and mul return x's NaN when both operands
 //   are NaN, as the reference does;
-// - min and max with minps/maxps semantics: min(a, b) = a < b ? a : b, and
-//   b when either is NaN;
+// - minimum and maximum, reduce.cpp's: a NaN operand gives NaN (x's when
+//   both are), -0 is below +0;
 // - load_f16, store_f16, load_bf16, store_bf16 of kStep elements as two V's;
 //   the stores round to nearest even exactly like dtype.hpp's float_to_half
 //   and float_to_bf16, NaNs included, given that a NaN reaching store_bf16
 //   is quiet and has its low 16 bits zero;
-// - quiet, which sets the quiet bit of NaNs.
+// - quiet, which sets the quiet bit of NaNs;
+// - load32 and store32 of one V of float32, unaligned.
 //
 // Cost: one pass over 2n input and n output 16-bit elements; per element a
 // widening, the op and a narrowing, all in vector registers.
@@ -26,6 +28,7 @@
 #include <cstring>
 
 #include "nnpccl.h"
+#include "reduce_kernels.hpp"
 
 namespace nnpccl::kernels {
 namespace {
@@ -86,12 +89,33 @@ void reduce16(void *dst, const void *a, const void *b, size_t n, nnpccl_redop_t 
         }
         break;
     case NNPCCL_PROD: combine16<I, Format>(dst, a, b, n, [](V x, V y) { return I::mul(x, y); }); break;
-    // The reference's `y < x ? y : x` and `x < y ? y : x`, whose NaN and
-    // signed-zero cases keep x: minps/maxps return their second operand then.
-    case NNPCCL_MIN: combine16<I, Format>(dst, a, b, n, [](V x, V y) { return Format::settle(I::min(y, x)); }); break;
-    case NNPCCL_MAX: combine16<I, Format>(dst, a, b, n, [](V x, V y) { return Format::settle(I::max(y, x)); }); break;
+    case NNPCCL_MIN: combine16<I, Format>(dst, a, b, n, [](V x, V y) { return Format::settle(I::minimum(x, y)); }); break;
+    case NNPCCL_MAX: combine16<I, Format>(dst, a, b, n, [](V x, V y) { return Format::settle(I::maximum(x, y)); }); break;
     default: break;
     }
+}
+
+// float32 min and max: the compiler vectorises the reference's other float32
+// ops as well as a hand-written loop would, but not the NaN and signed-zero
+// branches of its minimum and maximum. dst may alias a or b element for
+// element; the tail runs the same code on a zero-padded copy.
+template <class I> void reduce32(void *dst, const void *a, const void *b, size_t n, nnpccl_redop_t op, uint32_t divisor) {
+    using V = typename I::V;
+    if (op != NNPCCL_MIN && op != NNPCCL_MAX) return scalar_kernels().reduce[NNPCCL_FLOAT32](dst, a, b, n, op, divisor);
+    constexpr size_t kLanes = sizeof(V) / sizeof(float);
+    const bool smallest = op == NNPCCL_MIN;
+    auto fn = [smallest](V x, V y) { return smallest ? I::minimum(x, y) : I::maximum(x, y); };
+    float *d = static_cast<float *>(dst);
+    const float *x = static_cast<const float *>(a);
+    const float *y = static_cast<const float *>(b);
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) I::store32(d + i, fn(I::load32(x + i), I::load32(y + i)));
+    if (i == n) return;
+    float tx[kLanes] = {}, ty[kLanes] = {}, td[kLanes];
+    std::memcpy(tx, x + i, (n - i) * sizeof(float));
+    std::memcpy(ty, y + i, (n - i) * sizeof(float));
+    I::store32(td, fn(I::load32(tx), I::load32(ty)));
+    std::memcpy(d + i, td, (n - i) * sizeof(float));
 }
 
 template <class I, class Format> void divide16(void *dst, const void *src, size_t n, uint32_t divisor) {
@@ -104,6 +128,7 @@ template <class I> KernelSet make_kernel_set(const char *name) {
     KernelSet set{name, {}, {}};
     set.reduce[NNPCCL_FLOAT16] = reduce16<I, HalfFormat<I>>;
     set.reduce[NNPCCL_BFLOAT16] = reduce16<I, Bf16Format<I>>;
+    set.reduce[NNPCCL_FLOAT32] = reduce32<I>;
     set.divide[NNPCCL_FLOAT16] = divide16<I, HalfFormat<I>>;
     set.divide[NNPCCL_BFLOAT16] = divide16<I, Bf16Format<I>>;
     return set;

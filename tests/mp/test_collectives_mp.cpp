@@ -125,6 +125,28 @@ int run_order_sensitive(int rank, int nranks, const nnpccl_unique_id_t &id) {
                 std::vector<unsigned char> mine(bytes), everyone(bytes * static_cast<size_t>(nranks));
                 EXPECT(nnpccl_allreduce(in, mine.data(), kCount, dt, op, comm) == NNPCCL_SUCCESS);
                 EXPECT(nnpccl_allgather(mine.data(), everyone.data(), bytes, NNPCCL_UINT8, comm) == NNPCCL_SUCCESS);
+                // And the bits are IEEE 754's minimum and maximum, whichever
+                // rank holds the NaN or the signed zero: NaN if any rank's is,
+                // else -0 for min if any rank's is -0, +0 for max if any is +0.
+                for (size_t i = 0; dt == NNPCCL_FLOAT32 && op != NNPCCL_SUM && i < kCount; ++i) {
+                    bool any_nan = false, any_negative = false, any_positive = false;
+                    for (int r = 0; r < nranks; ++r) {
+                        const uint32_t v = order_sensitive_floats(r, kCount)[i];
+                        any_nan |= (v & 0x7fffffffu) > 0x7f800000u;
+                        any_negative |= v == 0x80000000u;
+                        any_positive |= v == 0;
+                    }
+                    uint32_t got = 0;
+                    std::memcpy(&got, mine.data() + i * 4, 4);
+                    const bool is_nan = (got & 0x7fffffffu) > 0x7f800000u;
+                    const uint32_t zero = op == NNPCCL_MIN ? (any_negative ? 0x80000000u : 0) : (any_positive ? 0 : 0x80000000u);
+                    if (any_nan ? !is_nan : got != zero) {
+                        std::fprintf(stderr, "rank %d: %s %s element %zu: got 0x%08x\n", rank, algorithm,
+                                     nnpccl_redop_name(op), i, got);
+                        ++failures;
+                        break;
+                    }
+                }
                 for (int r = 0; r < nranks; ++r)
                     if (std::memcmp(everyone.data() + static_cast<size_t>(r) * bytes, mine.data(), bytes) != 0) {
                         std::fprintf(stderr, "rank %d: %s %s %s: rank %d got other bits\n", rank, algorithm,
@@ -139,7 +161,7 @@ int run_order_sensitive(int rank, int nranks, const nnpccl_unique_id_t &id) {
 
 } // namespace
 
-TEST_CASE("an allreduce gives every rank the same bits where the operand order matters (signed zeros, NaNs)",
+TEST_CASE("an allreduce gives every rank the same bits where the operand order matters, and min and max keep NaNs",
           "[mp]") {
     for (int nranks = 2; nranks <= 4; ++nranks) {
         INFO(nranks << " ranks");

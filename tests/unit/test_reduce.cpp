@@ -157,3 +157,44 @@ TEST_CASE("divide finishes avg without a combine", "[reduce]") {
     CHECK(iout[0] == 3);
     CHECK(iout[1] == -3);
 }
+
+TEST_CASE("min and max are IEEE 754 minimum and maximum: a NaN wins, -0 is below +0, either way round", "[reduce]") {
+    // Bit patterns per type: NaN, 1, -0, +0.
+    struct Case {
+        nnpccl_datatype_t dt;
+        uint64_t nan, one, negative_zero;
+    };
+    const Case cases[] = {{NNPCCL_FLOAT32, 0x7fc00001, 0x3f800000, 0x80000000},
+                          {NNPCCL_FLOAT64, 0x7ff8000000000001ull, 0x3ff0000000000000ull, 0x8000000000000000ull},
+                          {NNPCCL_FLOAT16, 0x7e01, 0x3c00, 0x8000},
+                          {NNPCCL_BFLOAT16, 0x7fc1, 0x3f80, 0x8000}};
+    for (const Case &c : cases) {
+        const size_t es = datatype_size(c.dt);
+        // Vector-wide, so the kernels' bodies and tails both see each pair.
+        const size_t n = 67;
+        auto run = [&](uint64_t x, uint64_t y, nnpccl_redop_t op) {
+            std::vector<unsigned char> a(n * es), b(n * es), out(n * es);
+            for (size_t i = 0; i < n; ++i) {
+                std::memcpy(&a[i * es], &x, es);
+                std::memcpy(&b[i * es], &y, es);
+            }
+            reduce(out.data(), a.data(), b.data(), n, c.dt, op, 1);
+            uint64_t first = 0;
+            std::memcpy(&first, out.data(), es);
+            for (size_t i = 1; i < n; ++i) CHECK(std::memcmp(&out[i * es], out.data(), es) == 0);
+            return first;
+        };
+        const uint64_t exponent_all_ones = c.dt == NNPCCL_FLOAT64 ? 0x7ff0000000000000ull
+                                           : c.dt == NNPCCL_FLOAT32 ? 0x7f800000ull
+                                           : c.dt == NNPCCL_FLOAT16 ? 0x7c00ull
+                                                                    : 0x7f80ull;
+        auto is_nan = [&](uint64_t v) { return (v & exponent_all_ones) == exponent_all_ones && (v & ~exponent_all_ones & (exponent_all_ones - 1)) != 0; };
+        INFO(datatype_name(c.dt));
+        for (nnpccl_redop_t op : {NNPCCL_MIN, NNPCCL_MAX}) {
+            CHECK(is_nan(run(c.nan, c.one, op)));
+            CHECK(is_nan(run(c.one, c.nan, op)));
+            CHECK(run(c.negative_zero, 0, op) == (op == NNPCCL_MIN ? c.negative_zero : 0));
+            CHECK(run(0, c.negative_zero, op) == (op == NNPCCL_MIN ? c.negative_zero : 0));
+        }
+    }
+}
