@@ -227,11 +227,21 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
     }
     comm->complete(&call);
     if (request == nullptr) return report(comm, comm->run_blocking(call));
-    std::shared_ptr<Operation> op;
-    st = comm->start(call, request != nullptr, &op);
-    if (!st) return report(comm, st);
-    auto made = std::make_unique<nnpccl_request>(nnpccl_request{op, comm});
+    // The handle is made and registered before the operation starts: an
+    // allocation that fails afterwards would leave it running on buffers
+    // the caller was told it may reuse.
+    auto made = std::make_unique<nnpccl_request>(nnpccl_request{nullptr, comm});
     live_requests().add(made.get());
+    // Out of the registry again if start fails, by error or by exception.
+    struct Unregister {
+        nnpccl_request *request;
+        ~Unregister() {
+            if (request != nullptr) live_requests().take(request);
+        }
+    } unregister{made.get()};
+    st = comm->start(call, true, &made->op);
+    if (!st) return report(comm, st);
+    unregister.request = nullptr;
     *request = made.release();
     return NNPCCL_SUCCESS;
 }

@@ -227,11 +227,12 @@ void ScheduleRun::apply(const Step &step, const void *in, void *out, char *src, 
         // Reduce into the store target (or a cache-hot scratch), then copy
         // into the send slot: memcpy fills the slot's lines without first
         // fetching them back from the peer that read them, which a reduce
-        // loop writing the slot would do for every line. The local operand
-        // (the fold so far) comes first and the received one second, as in
-        // the branch without a receive below: a fold in rank order then
-        // has the same operands in the same places on every rank, which
-        // min and max of signed zeros and the NaN a sum keeps depend on.
+        // loop writing the slot would do for every line. This rank's
+        // operand comes first and the received one second, as in the branch
+        // without a receive below. In direct's fold in rank order the local
+        // operand is the fold so far, so every rank has the same operands in
+        // the same places, which the NaN a sum keeps depends on (the other
+        // algorithms reduce each element once and pass the result on).
         void *target = store ? static_cast<void *>(dst) : static_cast<void *>(message_scratch_);
         reduce(target, src, in, step.count, call_.datatype, call_.op, divisor);
         if (out != nullptr) std::memcpy(out, target, bytes);

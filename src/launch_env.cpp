@@ -148,7 +148,9 @@ struct RendezvousRecord {
     int32_t writer_pid;
 };
 
-bool process_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+// Best effort: a pid that a new process has taken, or an exited rank 0 not
+// yet reaped, still counts as alive.
+bool process_alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
 } // namespace
 

@@ -131,10 +131,10 @@ Status Bootstrap::allgather(const std::string &mine, const Deadline &deadline, s
         return timeout_error("rank %d waited for the other ranks at the bootstrap root %s until the deadline; "
                              "some rank has not joined or has not reached the same point",
                              rank_, root_name_.c_str());
-    if (st.code() == NNPCCL_ERR_REMOTE)
+    if (st.code() == NNPCCL_ERR_REMOTE && !(stop_ != nullptr && stop_->raised()))
         return remote_error("rank %d lost the bootstrap root %s during set-up (%s): the process that hosts it (the "
                             "one that called nnpccl_get_unique_id, or rank 0 under nnpccl_comm_init_from_env) has "
-                            "ended or aborted",
+                            "ended, aborted or stopped answering",
                             rank_, root_name_.c_str(), st.message().c_str());
     NNPCCL_TRY(st);
     const size_t limit = 4 + static_cast<size_t>(nranks_) * (4 + kMaxRankPayload);

@@ -43,13 +43,13 @@ struct Peer {
 
 class RootServer {
 public:
-    // The root gives up on a rank a little before the ranks' own deadlines
-    // (the same NNPCCL_TIMEOUT): then every rank hears which rank did not
-    // come, rather than each timing out on its own and the root taking the
-    // first one's closed connection for a death.
+    // The root gives up on joining a little before the deadline of the
+    // ranks that share its timeout (that of the process that made the id),
+    // so that they hear which rank did not come rather than each timing
+    // out on its own.
     RootServer(int listen_fd, JobSecret secret, int join_timeout_sec)
-        : listen_fd_(listen_fd), secret_(secret), limit_sec_(std::max(0.5 * join_timeout_sec, join_timeout_sec - 1.0)),
-          join_deadline_(Deadline::after_seconds(limit_sec_)) {}
+        : listen_fd_(listen_fd), secret_(secret),
+          join_deadline_(Deadline::after_seconds(std::max(0.5 * join_timeout_sec, join_timeout_sec - 1.0))) {}
     ~RootServer() {
         for (Peer &p : peers_) close_fd(p.fd);
         close_fd(listen_fd_);
@@ -63,16 +63,13 @@ private:
     void drop(Peer &p, const char *why);
     void fail_job(const std::string &why, nnpccl_result_t code = NNPCCL_ERR_REMOTE);
     void maybe_complete_round();
-    void check_round(Clock::time_point now);
+    std::string behind_in_round() const;
     void flush(Peer &p);
     int joined_count() const;
 
     int listen_fd_;
     JobSecret secret_;
-    double limit_sec_;
     Deadline join_deadline_;
-    // When the first rank of the current gather round sent its part.
-    Clock::time_point round_started_{};
     int nranks_ = 0;
     bool all_joined_ = false;
     std::vector<bool> rank_taken_;
@@ -204,22 +201,20 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
     }
     if (type == FrameType::Failure) {
         Status st = decode_failure(payload);
-        fail_job(format("rank %d failed: %s", p.rank, st.message().c_str()), st.code());
+        fail_job(format("rank %d failed: %s%s", p.rank, st.message().c_str(), behind_in_round().c_str()), st.code());
         return;
     }
     if (type != FrameType::Gather || p.has_part) return drop(p, "unexpected message from a joined rank");
-    bool first_of_round = true;
-    for (const Peer &other : peers_) first_of_round = first_of_round && !(other.fd >= 0 && other.has_part);
-    if (first_of_round) round_started_ = Clock::now();
     p.has_part = true;
     p.part = payload;
     maybe_complete_round();
 }
 
-// A round that some ranks have reached and others have not, for longer
-// than the ranks will wait: names the ones missing (stopped, hung, or
-// busy with something else), before the waiting ranks time out unnamed.
-void RootServer::check_round(Clock::time_point now) {
+// Which joined ranks a set-up round (an allgather) is still waiting for,
+// when some have reached it: said with a failure, so that ranks that time
+// out at the round, or a rank that gives up there, name the one that never
+// came rather than only the one that left. Empty outside such a round.
+std::string RootServer::behind_in_round() const {
     std::string missing;
     bool started = false;
     for (const Peer &p : peers_) {
@@ -227,11 +222,9 @@ void RootServer::check_round(Clock::time_point now) {
         if (p.has_part) started = true;
         else if (missing.size() < 200) missing += (missing.empty() ? "" : ",") + std::to_string(p.rank);
     }
-    if (!started || missing.empty() || now - round_started_ < std::chrono::duration<double>(limit_sec_)) return;
-    fail_job(format("rank(s) %s did not reach the job's next set-up step within %.1f s of the first rank (stopped, "
-                    "hung, or calling something else)",
-                    missing.c_str(), limit_sec_),
-             NNPCCL_ERR_TIMEOUT);
+    if (!all_joined_ || !started || missing.empty()) return {};
+    return "; rank(s) " + missing + " had not reached the set-up step the others were waiting at (stopped, hung, or "
+           "calling something else)";
 }
 
 void RootServer::maybe_complete_round() {
@@ -266,14 +259,24 @@ void RootServer::read_from(Peer &p) {
                 int rank = p.rank;
                 bool clean = p.said_goodbye;
                 bool silent = n < 0 && errno == ETIMEDOUT;
+                // A rank that left while waiting at a set-up step others
+                // had not reached most likely timed out there.
+                const bool waiting = p.has_part;
+                const std::string behind = behind_in_round();
                 std::string from = p.peer_name;
                 close_fd(p.fd);
                 if (!clean && silent)
                     fail_job(format("rank %d (connected from %s) went silent: its host stopped answering "
-                                    "(powered off, or its network cut)",
-                                    rank, from.c_str()));
+                                    "(powered off, or its network cut)%s",
+                                    rank, from.c_str(), behind.c_str()));
+                else if (!clean && waiting && !behind.empty())
+                    fail_job(format("rank %d (connected from %s) left while waiting at a set-up step (its deadline, "
+                                    "or an abort)%s",
+                                    rank, from.c_str(), behind.c_str()),
+                             NNPCCL_ERR_TIMEOUT);
                 else if (!clean)
-                    fail_job(format("rank %d (connected from %s) died or aborted", rank, from.c_str()));
+                    fail_job(format("rank %d (connected from %s) died or aborted%s", rank, from.c_str(),
+                                    behind.c_str()));
             } else {
                 close_fd(p.fd);
             }
@@ -354,7 +357,6 @@ void RootServer::run() {
                                   : format("rank(s) %s never joined before the deadline", missing.c_str()),
                      NNPCCL_ERR_TIMEOUT);
         }
-        if (all_joined_ && !failed_) check_round(now);
         bool anyone_left = false;
         for (const Peer &p : peers_) anyone_left |= p.fd >= 0;
         if ((all_joined_ || (failed_ && !joining)) && !anyone_left) break;
