@@ -92,10 +92,11 @@ template <typename Repr> typename Repr::Acc first_nan(typename Repr::Acc x, type
 }
 
 // min and max as IEEE 754-2019's minimum and maximum: a NaN operand makes
-// the result NaN (x's when both are: the executor puts the fold first, so
-// every rank has the same), and -0 is below +0. Both are then commutative
-// up to a NaN's payload, so which rank holds the NaN or the signed zero does
-// not matter, and the vector kernels give the same bits (reduce_simd.hpp).
+// the result NaN (x's when both are; the executor puts the local operand
+// first, so a direct allreduce's fold in rank order gives every rank the
+// same), and -0 is below +0. Both are then commutative up to a NaN's
+// payload, so which rank holds the NaN or the signed zero does not matter,
+// and the vector kernels give the same bits (reduce_simd.hpp).
 template <typename Acc> Acc same_bits_or(Acc x, Acc y, bool negative_wins) {
     using Bits = std::conditional_t<sizeof(Acc) == 4, uint32_t, uint64_t>;
     Bits bx, by;
