@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -167,7 +168,12 @@ struct OfiTransport::Impl {
     std::map<std::pair<int, int>, std::unique_ptr<Stream>> streams;
     std::deque<SlotOp *> unposted; // posts the provider refused with -FI_EAGAIN, in order
     std::vector<SlotOp *> unclaimed; // split headers at their stream's head whose payload has no receive yet
-    uint64_t events = 0;
+    // Written by one thread at a time, the one that drives (under the
+    // engine's drive lock); read without it too (the progress thread's first
+    // look in finish_pending_sends), hence atomic, and relaxed: it only says
+    // whether anything happened since a look.
+    std::atomic<uint64_t> events{0};
+    void count_event() { events.store(events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
     bool cq_can_block = false;
     bool closing = false; // close_endpoint() has begun: cancelled operations are its own
     Status error;
@@ -413,7 +419,7 @@ bool OfiTransport::Impl::post_send(SlotOp *op) {
     if (op->bytes <= inject_size && op->seq % static_cast<uint64_t>(slots) != 0) {
         if (!posted(fi_tinject(ep, slot, op->bytes, to, tag))) return false;
         op->busy = false; // the provider has copied it
-        ++events;
+        count_event();
         return true;
     }
     return posted(fi_tsend(ep, slot, op->bytes, s.send_desc, to, tag, &op->ctx));
@@ -441,8 +447,8 @@ bool OfiTransport::Impl::post_recv(SlotOp *op) {
 
 void OfiTransport::Impl::beat() {
     const Clock::time_point now = Clock::now();
-    if (events != events_at_check) {
-        events_at_check = events;
+    if (const uint64_t now_events = events.load(std::memory_order_relaxed); now_events != events_at_check) {
+        events_at_check = now_events;
         quiet_since = now;
     }
     if (ep == nullptr || !error.is_ok() || now - quiet_since < kBeatAfter || now - last_beat < kBeatPeriod) return;
@@ -834,7 +840,7 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
                                       op != nullptr && op->is_send ? "sending to" : "receiving from", peer,
                                       fi_message(err.err).c_str(), detail));
             if (op != nullptr) op->busy = false;
-            ++events;
+            count_event();
             continue;
         }
         if (n < 0) {
@@ -869,7 +875,7 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
                     op->bytes = entries[i].len;
                 }
             }
-            ++events;
+            count_event();
         }
         if (n < 16) break;
     }
@@ -878,15 +884,15 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
 
 void OfiTransport::poll() { impl_->read_completions(0); }
 
-uint64_t OfiTransport::event_count() const { return impl_->events; }
+uint64_t OfiTransport::event_count() const { return impl_->events.load(std::memory_order_relaxed); }
 
 void OfiTransport::wait_for_event(uint64_t seen, int timeout_ms) {
     // Completions only arrive while the provider is called (manual
     // progress): block in it where it can, else poll with short naps.
     Deadline until = Deadline::after_seconds(timeout_ms / 1000.0);
-    while (impl_->events == seen && !until.passed()) {
+    while (impl_->events.load(std::memory_order_relaxed) == seen && !until.passed()) {
         impl_->read_completions(impl_->cq_can_block ? std::max(1, until.ms_left()) : 0);
-        if (!impl_->cq_can_block && impl_->events == seen) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        if (!impl_->cq_can_block && impl_->events.load(std::memory_order_relaxed) == seen) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
 }
 
