@@ -97,31 +97,24 @@ template <typename Repr> typename Repr::Acc first_nan(typename Repr::Acc x, type
 // same), and -0 is below +0. Both are then commutative up to a NaN's
 // payload, so which rank holds the NaN or the signed zero does not matter,
 // and the vector kernels give the same bits (reduce_simd.hpp).
-template <typename Acc> Acc same_bits_or(Acc x, Acc y, bool negative_wins) {
-    using Bits = std::conditional_t<sizeof(Acc) == 4, uint32_t, uint64_t>;
-    Bits bx, by;
-    std::memcpy(&bx, &x, sizeof x);
-    std::memcpy(&by, &y, sizeof y);
-    const Bits r = negative_wins ? (bx | by) : (bx & by); // equal values differ at most in the sign
-    Acc out;
-    std::memcpy(&out, &r, sizeof out);
-    return out;
-}
-template <typename Acc> Acc minimum(Acc x, Acc y) {
+template <bool kSmallest, typename Acc> Acc extremum(Acc x, Acc y) {
     if constexpr (std::is_floating_point_v<Acc>) {
         if (x != x) return x;
         if (y != y) return y;
-        if (x == y) return same_bits_or(x, y, true);
+        if (x == y) {
+            // Equal values differ at most in the sign: min takes the union
+            // of the bits (-0), max the intersection (+0).
+            using Bits = std::conditional_t<sizeof(Acc) == 4, uint32_t, uint64_t>;
+            Bits bx, by;
+            std::memcpy(&bx, &x, sizeof x);
+            std::memcpy(&by, &y, sizeof y);
+            const Bits r = kSmallest ? (bx | by) : (bx & by);
+            std::memcpy(&x, &r, sizeof x);
+            return x;
+        }
     }
-    return y < x ? y : x;
-}
-template <typename Acc> Acc maximum(Acc x, Acc y) {
-    if constexpr (std::is_floating_point_v<Acc>) {
-        if (x != x) return x;
-        if (y != y) return y;
-        if (x == y) return same_bits_or(x, y, false);
-    }
-    return x < y ? y : x;
+    if constexpr (kSmallest) return y < x ? y : x;
+    else return x < y ? y : x;
 }
 
 template <typename Repr, typename Fn>
@@ -148,8 +141,8 @@ void reduce_typed(void *dst, const void *a, const void *b, size_t n, nnpccl_redo
     case NNPCCL_PROD:
         combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return first_nan<Repr>(x, wrap_mul(x, y)); });
         break;
-    case NNPCCL_MIN: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return minimum(x, y); }); break;
-    case NNPCCL_MAX: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return maximum(x, y); }); break;
+    case NNPCCL_MIN: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return extremum<true>(x, y); }); break;
+    case NNPCCL_MAX: combine<Repr>(dst, a, b, n, [](Acc x, Acc y) { return extremum<false>(x, y); }); break;
     default: break;
     }
 }
