@@ -151,9 +151,10 @@ Options parse_options(int argc, char **argv) {
         ->type_name("RANK");
     app.add_option("-J,--output_file", o.json_path, "also write the results as JSON to this file")->type_name("FILE");
     app.add_option("--transport", transport,
-                   "auto (shm within a host, ofi across hosts), shm, or ofi (libfabric,\n"
-                   "NNPCCL_OFI_PROVIDER picks the provider); sets NNPCCL_TRANSPORT")
-        ->check(CLI::IsMember({"auto", "shm", "ofi"}))
+                   "auto (shm within a host, ofi across hosts), shm, ofi (libfabric,\n"
+                   "NNPCCL_OFI_PROVIDER picks the provider), or socket (nnpccl's own TCP);\n"
+                   "sets NNPCCL_TRANSPORT")
+        ->check(CLI::IsMember({"auto", "shm", "ofi", "socket"}))
         ->type_name("T");
     app.add_option("--topo", topo,
                    "plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"

@@ -19,6 +19,7 @@
 #include "ofi/ofi_transport.hpp"
 #include "reduce.hpp"
 #include "shm/shm_transport.hpp"
+#include "socket/socket_transport.hpp"
 #include "tuning_file.hpp"
 
 using namespace nnpccl;
@@ -47,6 +48,7 @@ const char *transport_mode_name(TransportMode mode) {
     switch (mode) {
     case TransportMode::Shm: return "shm";
     case TransportMode::Ofi: return "ofi";
+    case TransportMode::Socket: return "socket";
     case TransportMode::Auto: break;
     }
     return "auto";
@@ -329,44 +331,54 @@ Status load_machine(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &de
     return Status::ok();
 }
 
-// Opens shared memory among the ranks of each host and libfabric where
-// ranks on other hosts (or NNPCCL_TRANSPORT=ofi) need it, then routes each
-// peer over one of them. Both set-ups are collective: every rank takes part
-// when any rank needs one.
+// Opens shared memory among the ranks of each host and a network
+// transport where ranks on other hosts (or NNPCCL_TRANSPORT=ofi or socket)
+// need it, then routes each peer over one of them. Both set-ups are
+// collective: every rank takes part when any rank needs one.
 Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
     const TransportMode mode = comm.settings.transport;
+    const bool network_only = mode == TransportMode::Ofi || mode == TransportMode::Socket;
     // Streams per peer: as many as the algorithm with the most channels needs.
     const int channels = max_schedule_channels(comm.topology);
     Transport *shm = nullptr;
-    OfiTransport *ofi = nullptr;
-    if (mode != TransportMode::Ofi && hosts.any_host_shared) {
+    Transport *network = nullptr;
+    std::string network_text;
+    if (!network_only && hosts.any_host_shared) {
         std::unique_ptr<ShmTransport> made;
         NNPCCL_TRY(ShmTransport::create(*comm.bootstrap, hosts.local, channels, comm.settings.shm, comm.message_bytes,
                                         comm.facts.numa_node, deadline, &made));
         shm = made.get();
         comm.transports.push_back(std::move(made));
     }
-    if (mode == TransportMode::Ofi || hosts.any_remote) {
+    if (mode == TransportMode::Socket) {
+        std::unique_ptr<SocketTransport> made;
+        NNPCCL_TRY(SocketTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes, deadline,
+                                           &made));
+        network = made.get();
+        network_text = format("socket (%s)", made->description().c_str());
+        comm.transports.push_back(std::move(made));
+    } else if (mode == TransportMode::Ofi || hosts.any_remote) {
         std::unique_ptr<OfiTransport> made;
         NNPCCL_TRY(OfiTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes,
                                         comm.facts.nic_hint, deadline, &made));
-        ofi = made.get();
+        network = made.get();
+        network_text = format("ofi (%s)", made->description().c_str());
         comm.transports.push_back(std::move(made));
     }
     comm.route.assign(static_cast<size_t>(comm.nranks), nullptr);
-    std::string over_shm, over_ofi;
+    std::string over_shm, over_network;
     const std::string &mine = hosts.host[static_cast<size_t>(comm.rank)];
     for (int r = 0; r < comm.nranks; ++r) {
         if (r == comm.rank) continue;
         const bool same_host = hosts.host[static_cast<size_t>(r)] == mine;
-        Transport *t = same_host && mode != TransportMode::Ofi ? shm : ofi;
+        Transport *t = same_host && !network_only ? shm : network;
         comm.route[static_cast<size_t>(r)] = t;
-        std::string &list = t == shm ? over_shm : over_ofi;
+        std::string &list = t == shm ? over_shm : over_network;
         list += (list.empty() ? "" : ",") + std::to_string(r);
     }
     if (!over_shm.empty()) LOG_INFO("rank %d reaches rank(s) %s over shm", comm.rank, over_shm.c_str());
-    if (!over_ofi.empty())
-        LOG_INFO("rank %d reaches rank(s) %s over ofi (%s)", comm.rank, over_ofi.c_str(), ofi->description().c_str());
+    if (!over_network.empty())
+        LOG_INFO("rank %d reaches rank(s) %s over %s", comm.rank, over_network.c_str(), network_text.c_str());
     return Status::ok();
 }
 

@@ -25,9 +25,9 @@ pairs=$(awk '$2 == "serves:" {name = $1; $1 = ""; $2 = ""; gsub(/,/, ""); serves
              $1 == "applies:" {print name, ($2 == "always" || name == "p2p" ? "always" : "conditional"), serves[name]}' "$out/list")
 [ -n "$pairs" ] || { echo "FAILED: --list-algos lists nothing"; cat "$out/list"; exit 1; }
 
-for transport in shm ofi; do
+for transport in shm ofi socket; do
 chunk=
-[ $transport = ofi ] && chunk=256K
+[ $transport != shm ] && chunk=256K
 echo "$pairs" | while read -r algo applies collectives; do
     for c in $collectives; do
         case " $api_collectives " in *" $c "*) ;; *) continue ;; esac

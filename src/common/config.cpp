@@ -79,8 +79,9 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     std::string transport = env_string("NNPCCL_TRANSPORT");
     if (transport == "shm") s.transport = TransportMode::Shm;
     else if (transport == "ofi") s.transport = TransportMode::Ofi;
+    else if (transport == "socket") s.transport = TransportMode::Socket;
     else if (!transport.empty() && transport != "auto")
-        return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm or ofi", transport.c_str());
+        return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm, ofi or socket", transport.c_str());
     s.planning.topology = env_string("NNPCCL_TOPO");
     s.pin = env_string("NNPCCL_PIN");
     if (std::string net = env_string("NNPCCL_NET"); !net.empty()) {

@@ -12,7 +12,7 @@
 
 namespace nnpccl {
 
-enum class TransportMode { Auto, Shm, Ofi };
+enum class TransportMode { Auto, Shm, Ofi, Socket };
 
 // Each layer's options, as the user set them. What init finds out about the
 // host is apart, in HostFacts (src/init.hpp).

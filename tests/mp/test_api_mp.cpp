@@ -477,13 +477,15 @@ bool wait_for_flag(const std::string &path, int seconds) {
 
 } // namespace
 
-TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arrive", "[mp][ofi]") {
+TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arrive", "[mp][ofi][socket]") {
     // Over libfabric, a large send may need the sender's progress calls long
     // after its operation has ended on the sender (tcp's rendezvous). Root 0
     // broadcasts, then waits outside nnpccl for rank 1 to say it has the data.
     const std::string flag_path = fresh_flag_path();
     REQUIRE(!flag_path.empty());
-    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    const char *transport = GENERATE("ofi", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
     int status = run_local_ranks(2, [&flag_path](int rank, int nranks, const nnpccl_unique_id_t &id) {
         nnpccl_comm_t comm = init(rank, nranks, id, 30);
         if (comm == nullptr) return 1;
@@ -520,15 +522,17 @@ long resident_kib() {
 
 } // namespace
 
-TEST_CASE("over ofi, a root broadcasting small messages to a rank that stopped calling times out, its memory bounded",
-          "[mp][ofi]") {
+TEST_CASE("over ofi or sockets, a root broadcasting small messages to a rank that stopped calling times out, its memory bounded",
+          "[mp][ofi][socket]") {
     // Messages small enough for the provider's inject complete at once: with
     // nothing else bounding them the root would go on succeeding, queueing
     // them without end. Rank 1 takes part in the first calls (the
     // connection is up), then stays away until rank 0 is done.
     const std::string flag_path = fresh_flag_path();
     REQUIRE(!flag_path.empty());
-    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    const char *transport = GENERATE("ofi", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
     int status = run_local_ranks(2, [&flag_path](int rank, int nranks, const nnpccl_unique_id_t &id) {
         nnpccl_comm_t comm = init(rank, nranks, id, 2);
         if (comm == nullptr) return 1;
@@ -590,14 +594,16 @@ TEST_CASE("over ofi, ranks that differ in NNPCCL_OFI_SEND_IN_PLACE still agree o
     CHECK(status == 0);
 }
 
-TEST_CASE("destroy while sends over ofi are still leaving, finished by the progress thread", "[mp][ofi][teardown]") {
+TEST_CASE("destroy while sends over ofi or sockets are still leaving, finished by the progress thread", "[mp][ofi][socket][teardown]") {
     // Sends copied into the transport's slots end the call once posted; the
     // last of them stay in flight while the receiver is away, and the
     // progress thread finishes them while the caller goes on to destroy,
     // which flushes the same transport: the two must take turns
     // (ThreadSanitizer runs this). Rank 1 receives late; rank 0 destroys
     // with its sends still leaving, then every rank checks its data.
-    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    const char *transport = GENERATE("ofi", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
     setenv("NNPCCL_OFI_SEND_IN_PLACE", "0", 1);
     int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
         nnpccl_comm_t comm = init(rank, nranks, id, 30);
@@ -633,14 +639,16 @@ int open_descriptors() {
 
 } // namespace
 
-TEST_CASE("a connection to a rank's ofi endpoint that never says who it is does not outlive the communicator",
-          "[mp][ofi]") {
+TEST_CASE("a connection to a rank's ofi or socket endpoint that never says who it is does not outlive the communicator",
+          "[mp][ofi][socket]") {
     // What a peer stopped between its connect and its connection request
     // leaves behind (libfabric 1.17's net provider keeps such an accepted
     // socket for good). Rank 1, which hosts no rendezvous root, connects
     // to its own listening sockets, which are then only the endpoint's,
     // and says nothing; after destroy its descriptors are as before init.
-    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    const char *transport = GENERATE("ofi", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
     int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
         const int before = open_descriptors();
         nnpccl_comm_t comm = init(rank, nranks, id, 30);

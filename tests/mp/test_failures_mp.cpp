@@ -133,14 +133,16 @@ TEST_CASE("ranks that call with different counts all get NNPCCL_ERR_INVALID_USAG
           }) == 0);
 }
 
-TEST_CASE("over ofi, a broadcast whose payload lands in the caller's buffer is still checked against the root's call",
-          "[mp][desync][ofi]") {
+TEST_CASE("over ofi or sockets, a broadcast whose payload lands in the caller's buffer is still checked against the root's call",
+          "[mp][desync][ofi][socket]") {
     // Root 0 broadcasts 4 MiB, rank 1 asks for 4.5 MiB: both first messages
     // are a whole 512 KiB chunk, so ofi receives rank 1's straight into its
     // buffer (a split message) before the descriptor in front of it is
     // compared. Rank 1 must still fail, naming both calls, and the root on
     // this call or, as a broadcast's root hears nothing back, on a later one.
-    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    const char *transport = GENERATE("ofi", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
     CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
               nnpccl_comm_t comm = join(rank, nranks, id, 20);
               if (comm == nullptr) return 1;
@@ -315,6 +317,10 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
     kill_one_of_four("ofi");
 }
 
+TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over sockets", "[mp][dead-peer][socket]") {
+    kill_one_of_four("socket");
+}
+
 TEST_CASE("abort from another thread ends a blocked collective on every rank", "[mp][abort]") {
     CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
               nnpccl_comm_t comm = join(rank, nranks, id, 60);
@@ -348,8 +354,8 @@ TEST_CASE("abort from another thread ends a blocked collective on every rank", "
           }) == 0);
 }
 
-TEST_CASE("over ofi, a buffer that was receiving in place is left alone once the failed call returns",
-          "[mp][dead-peer][ofi]") {
+TEST_CASE("over ofi or sockets, a buffer that was receiving in place is left alone once the failed call returns",
+          "[mp][dead-peer][ofi][socket]") {
     // A 64 MiB broadcast down the chain 0 -> 1 -> 2, whose chunks ofi
     // receives straight into the receivers' buffers; rank 2 is killed
     // mid-stream, so rank 1 fails while the root, alive, is still sending to
@@ -357,7 +363,9 @@ TEST_CASE("over ofi, a buffer that was receiving in place is left alone once the
     // (a program may free it before it aborts the communicator): nothing may
     // write it, neither while the failed communicator lies idle nor when
     // the abort tears its transport down (Transport::forget_caller_memory).
-    setenv("NNPCCL_TRANSPORT", "ofi", 1);
+    const char *transport = GENERATE("ofi", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
     setenv("NNPCCL_ALGO", "broadcast:ring", 1);
     std::vector<int> statuses;
     run_local_ranks(

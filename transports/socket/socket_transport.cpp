@@ -1,0 +1,874 @@
+#include "socket_transport.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "bootstrap.hpp"
+#include "log.hpp"
+#include "socket.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+// What a frame carries. Signs of life and the farewell mean what they mean
+// in the ofi transport (see check_peers() and flush()); the hello is a
+// connection's first frame.
+enum FrameKind : uint32_t { kData = 0, kBeat = 1, kFarewell = 2, kHello = 3 };
+struct FrameHead {
+    uint32_t bytes;
+    uint32_t kind;
+};
+static_assert(sizeof(FrameHead) == 8, "a frame head is 8 bytes on the wire");
+struct StreamHello {
+    uint64_t token; // the receiver's listener's, as the bootstrap gave it
+    uint32_t rank;
+    uint32_t channel;
+};
+constexpr size_t kHelloFrameBytes = sizeof(FrameHead) + sizeof(StreamHello);
+
+// Smaller messages are copied into the slot: a copy of a few KiB costs less
+// than keeping the caller's memory in use until the kernel has taken it.
+constexpr size_t kSendInPlaceMinBytes = 32 * 1024;
+// A receive between frames reads up to this much into a carry buffer, so
+// a run of small messages costs one system call, not two a message; a
+// large message's bytes beyond it are received where they belong.
+constexpr size_t kCarryBytes = 16 * 1024;
+// A message at the head of its stream, with at least this much still in
+// the socket, is left there for a while when no step has asked for it
+// yet, so that the step (which will ask) can receive it straight into the
+// caller's buffer; after kClaimWindow it goes to its slot, so a step
+// waiting on something else never waits on it.
+constexpr size_t kDeferMinBytes = 32 * 1024;
+constexpr auto kClaimWindow = std::chrono::microseconds(100);
+// As in the ofi transport: a waiting rank says it is alive this often once
+// the transport has been quiet for kBeatAfter, and a broken connection is
+// this rank's failure only when the bootstrap has not explained it within
+// kErrorGrace.
+constexpr auto kBeatPeriod = std::chrono::milliseconds(250);
+constexpr auto kBeatAfter = std::chrono::milliseconds(400);
+constexpr auto kErrorGrace = std::chrono::seconds(1);
+// An accepted connection that has not named itself by then is a stray.
+constexpr auto kHelloPatience = std::chrono::seconds(10);
+
+bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
+
+void set_no_delay(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+struct SendOp {
+    FrameHead head{};
+    size_t header_bytes = 0; // from the slot
+    const void *data = nullptr; // sent in place: the caller's bytes after the slot's
+    size_t data_bytes = 0;
+    size_t total() const { return sizeof head + header_bytes + data_bytes; }
+};
+
+} // namespace
+
+// This rank's messages to one peer on one channel.
+struct SendStream {
+    int peer = 0;
+    int channel = 0;
+    int fd = -1;
+    bool dead = false;   // the connection failed, or was closed after a failure: nothing more goes
+    bool listed = false; // in Impl::pending
+    unsigned char *mem = nullptr;
+    std::vector<SendOp> ops;
+    uint64_t send_seq = 0; // the next message to commit
+    uint64_t sent_seq = 0; // the next message to finish writing
+    size_t written = 0;    // of ops[sent_seq], its frame head included
+    std::string control;   // whole frames (hello, signs of life, farewell), written between messages
+    size_t control_written = 0;
+    bool drained() const { return sent_seq == send_seq && control.empty(); }
+};
+
+// One peer's messages to this rank on one channel.
+struct RecvStream {
+    int peer = 0;
+    int channel = 0;
+    int fd = -1;
+    bool closed = false; // the peer closed the connection
+    unsigned char *mem = nullptr;
+    std::vector<size_t> bytes;
+    std::vector<char> landed;
+    uint64_t recv_seq = 0; // the next message to hand out
+    uint64_t fill_seq = 0; // the next message to receive; those before it are whole
+    // The frame being read.
+    FrameHead head{};
+    size_t head_got = 0;
+    bool in_payload = false;
+    size_t payload_got = 0;
+    void *land_to = nullptr; // the payload beyond the first land_header bytes goes here
+    size_t land_header = 0;
+    Clock::time_point deferred_since{};
+    std::vector<unsigned char> carry;
+    size_t carry_at = 0;
+    size_t carry_len = 0;
+    bool slot_free() const { return fill_seq - recv_seq < bytes.size(); }
+};
+
+// An accepted connection that has not yet sent its hello.
+struct Accepted {
+    int fd;
+    unsigned char hello[kHelloFrameBytes];
+    size_t got;
+    Clock::time_point since;
+};
+
+// What a step that only stores the payload offers to receive it into.
+struct Claim {
+    size_t header;
+    void *dst;
+    size_t dst_bytes;
+};
+
+struct SocketTransport::Impl {
+    int rank = 0;
+    int nranks = 0;
+    int channels = 1;
+    int slots = 8;
+    size_t slot_bytes = 0;
+    std::string description;
+    int listener = -1;
+    uint64_t token = 0;
+    std::vector<SockAddr> addresses;
+    std::vector<uint64_t> tokens;
+    std::vector<std::unique_ptr<SendStream>> sends; // by peer * channels + channel
+    std::vector<std::unique_ptr<RecvStream>> recvs;
+    std::vector<Accepted> accepted;
+    std::vector<SendStream *> pending; // streams with bytes still to write
+    // Written by the driving thread only, read without the drive lock too
+    // (the progress thread's first look), hence atomic and relaxed.
+    std::atomic<uint64_t> events{0};
+    void count_event() { events.store(events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    Status error;
+    Clock::time_point error_at{};
+    std::vector<Clock::time_point> heard;
+    std::vector<char> departed;
+    Clock::time_point last_beat{};
+    Clock::time_point quiet_since{};
+    uint64_t events_at_check = 0;
+
+    ~Impl();
+    SendStream &send_stream(int peer, int channel);
+    RecvStream &recv_stream(int peer, int channel);
+    void connect_stream(SendStream &s);
+    void pump_send(SendStream &s);
+    void list_pending(SendStream &s);
+    void pump_pending();
+    void fail_send(SendStream &s, int err);
+    void accept_pending();
+    void attach(Accepted &a);
+    void pump_recv(RecvStream &r, const Claim *claim, bool defer);
+    bool store(RecvStream &r, const unsigned char *from, size_t len);
+    unsigned char *region(RecvStream &r, size_t *len);
+    void close_recv(RecvStream &r);
+    void pump_all_recvs();
+    void beat();
+    void farewell();
+    void record_error(const Status &st) {
+        if (error.is_ok()) {
+            error = st;
+            error_at = Clock::now();
+            LOG_WARN("%s", st.message().c_str());
+        }
+        count_event();
+    }
+};
+
+SocketTransport::Impl::~Impl() {
+    close_fd(listener);
+    for (Accepted &a : accepted) close_fd(a.fd);
+    for (auto &s : sends)
+        if (s) {
+            close_fd(s->fd);
+            std::free(s->mem);
+        }
+    for (auto &r : recvs)
+        if (r) {
+            close_fd(r->fd);
+            std::free(r->mem);
+        }
+}
+
+namespace {
+
+unsigned char *allocate_slots(int slots, size_t slot_bytes) {
+    // aligned_alloc wants a multiple of the alignment.
+    const size_t bytes = (static_cast<size_t>(slots) * slot_bytes + 4095) & ~size_t{4095};
+    return static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
+}
+
+void append_frame(std::string *to, FrameKind kind, const void *payload, uint32_t bytes) {
+    const FrameHead head{bytes, kind};
+    to->append(reinterpret_cast<const char *>(&head), sizeof head);
+    to->append(static_cast<const char *>(payload), bytes);
+}
+
+} // namespace
+
+SendStream &SocketTransport::Impl::send_stream(int peer, int channel) {
+    std::unique_ptr<SendStream> &slot = sends[static_cast<size_t>(peer * channels + channel)];
+    if (slot) return *slot;
+    slot = std::make_unique<SendStream>();
+    SendStream &s = *slot;
+    s.peer = peer;
+    s.channel = channel;
+    s.ops.resize(static_cast<size_t>(slots));
+    s.mem = allocate_slots(slots, slot_bytes);
+    if (s.mem == nullptr) {
+        s.dead = true;
+        record_error(system_error("socket: cannot allocate %zu bytes of send buffers for rank %d",
+                                  static_cast<size_t>(slots) * slot_bytes, peer));
+        return s;
+    }
+    connect_stream(s);
+    return s;
+}
+
+// Opens the stream's connection without waiting for it: its hello and
+// first messages queue in the kernel once it is up, and a send before then
+// says EAGAIN, so the stream is simply pending until it is.
+void SocketTransport::Impl::connect_stream(SendStream &s) {
+    const SockAddr &to = addresses[static_cast<size_t>(s.peer)];
+    s.fd = socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s.fd < 0) {
+        fail_send(s, errno);
+        return;
+    }
+    set_no_delay(s.fd);
+    watch_for_silent_host(s.fd);
+    if (connect(s.fd, reinterpret_cast<const sockaddr *>(&to.storage), to.length) != 0 && errno != EINPROGRESS) {
+        fail_send(s, errno);
+        return;
+    }
+    const StreamHello hello{tokens[static_cast<size_t>(s.peer)], static_cast<uint32_t>(rank),
+                      static_cast<uint32_t>(s.channel)};
+    append_frame(&s.control, kHello, &hello, sizeof hello);
+    list_pending(s);
+}
+
+void SocketTransport::Impl::list_pending(SendStream &s) {
+    if (!s.listed && !s.dead) {
+        s.listed = true;
+        pending.push_back(&s);
+    }
+}
+
+void SocketTransport::Impl::pump_pending() {
+    for (size_t i = 0; i < pending.size();) {
+        SendStream &s = *pending[i];
+        pump_send(s);
+        if (s.dead || s.drained()) {
+            s.listed = false;
+            pending[i] = pending.back();
+            pending.pop_back();
+        } else {
+            ++i;
+        }
+    }
+}
+
+// Writes what the kernel takes: control frames only between messages,
+// then messages in order, each a frame head, the slot's bytes and, sent
+// in place, the caller's.
+void SocketTransport::Impl::pump_send(SendStream &s) {
+    while (!s.dead) {
+        if (!s.control.empty() && s.written == 0) {
+            const ssize_t n = ::send(s.fd, s.control.data() + s.control_written, s.control.size() - s.control_written,
+                                     MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0) {
+                if (!would_block(errno)) fail_send(s, errno);
+                return;
+            }
+            s.control_written += static_cast<size_t>(n);
+            if (s.control_written == s.control.size()) {
+                s.control.clear();
+                s.control_written = 0;
+            }
+            continue;
+        }
+        if (s.sent_seq == s.send_seq) return;
+        const size_t index = s.sent_seq % static_cast<uint64_t>(slots);
+        SendOp &op = s.ops[index];
+        iovec iov[3];
+        int count = 0;
+        size_t skip = s.written;
+        auto add = [&](const void *p, size_t len) {
+            if (skip >= len) {
+                skip -= len;
+                return;
+            }
+            iov[count++] = {const_cast<unsigned char *>(static_cast<const unsigned char *>(p)) + skip, len - skip};
+            skip = 0;
+        };
+        add(&op.head, sizeof op.head);
+        add(s.mem + index * slot_bytes, op.header_bytes);
+        if (op.data != nullptr) add(op.data, op.data_bytes);
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<size_t>(count);
+        const ssize_t n = sendmsg(s.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (!would_block(errno)) fail_send(s, errno);
+            return;
+        }
+        s.written += static_cast<size_t>(n);
+        if (s.written < op.total()) return; // the kernel's buffer is full
+        s.written = 0;
+        ++s.sent_seq;
+        count_event();
+    }
+}
+
+// A connection that failed under a send: the peer died or aborted, unless
+// it left cleanly (its farewell may still be unread on its own
+// connections to this rank, so they are read first).
+void SocketTransport::Impl::fail_send(SendStream &s, int err) {
+    s.dead = true;
+    close_fd(s.fd);
+    for (int channel = 0; channel < channels; ++channel)
+        if (auto &r = recvs[static_cast<size_t>(s.peer * channels + channel)]; r && r->fd >= 0)
+            pump_recv(*r, nullptr, false);
+    if (departed[static_cast<size_t>(s.peer)]) {
+        s.sent_seq = s.send_seq; // it has gone and wants nothing more
+        count_event();
+        return;
+    }
+    record_error(remote_error("socket: sending to rank %d at %s failed: %s (it died or aborted)", s.peer,
+                              addresses[static_cast<size_t>(s.peer)].to_string().c_str(), std::strerror(err)));
+}
+
+RecvStream &SocketTransport::Impl::recv_stream(int peer, int channel) {
+    std::unique_ptr<RecvStream> &slot = recvs[static_cast<size_t>(peer * channels + channel)];
+    if (slot) return *slot;
+    slot = std::make_unique<RecvStream>();
+    RecvStream &r = *slot;
+    r.peer = peer;
+    r.channel = channel;
+    r.bytes.assign(static_cast<size_t>(slots), 0);
+    r.landed.assign(static_cast<size_t>(slots), 0);
+    r.carry.resize(kCarryBytes);
+    r.mem = allocate_slots(slots, slot_bytes);
+    if (r.mem == nullptr) {
+        r.closed = true;
+        record_error(system_error("socket: cannot allocate %zu bytes of receive buffers for rank %d",
+                                  static_cast<size_t>(slots) * slot_bytes, peer));
+    }
+    return r;
+}
+
+void SocketTransport::Impl::accept_pending() {
+    while (listener >= 0) {
+        const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break; // none waiting, or one that gave up before it was taken
+        set_no_delay(fd);
+        watch_for_silent_host(fd);
+        accepted.push_back(Accepted{fd, {}, 0, Clock::now()});
+    }
+    const Clock::time_point now = Clock::now();
+    for (size_t i = 0; i < accepted.size();) {
+        Accepted &a = accepted[i];
+        const ssize_t n = recv(a.fd, a.hello + a.got, sizeof a.hello - a.got, MSG_DONTWAIT);
+        if (n > 0) a.got += static_cast<size_t>(n);
+        const bool gone = n == 0 || (n < 0 && !would_block(errno)) || now - a.since > kHelloPatience;
+        if (a.got == sizeof a.hello) attach(a);
+        else if (gone) close_fd(a.fd);
+        if (a.fd < 0) {
+            accepted[i] = accepted.back();
+            accepted.pop_back();
+        } else {
+            ++i;
+        }
+    }
+}
+
+// An accepted connection has named itself: it becomes that peer's stream,
+// or is refused as a stray.
+void SocketTransport::Impl::attach(Accepted &a) {
+    FrameHead head;
+    StreamHello hello;
+    std::memcpy(&head, a.hello, sizeof head);
+    std::memcpy(&hello, a.hello + sizeof head, sizeof hello);
+    const bool valid = head.kind == kHello && head.bytes == sizeof hello && hello.token == token &&
+                       hello.rank < static_cast<uint32_t>(nranks) && static_cast<int>(hello.rank) != rank &&
+                       hello.channel < static_cast<uint32_t>(channels);
+    if (!valid) {
+        LOG_WARN("socket: refused a connection that is not from a rank of this communicator");
+        close_fd(a.fd);
+        return;
+    }
+    RecvStream &r = recv_stream(static_cast<int>(hello.rank), static_cast<int>(hello.channel));
+    if (r.fd >= 0 || r.closed) {
+        LOG_WARN("socket: refused a second connection from rank %u on channel %u", hello.rank, hello.channel);
+        close_fd(a.fd);
+        return;
+    }
+    r.fd = a.fd;
+    a.fd = -1;
+    heard[static_cast<size_t>(r.peer)] = Clock::now();
+    count_event();
+}
+
+void SocketTransport::Impl::close_recv(RecvStream &r) {
+    close_fd(r.fd);
+    r.closed = true;
+    count_event();
+}
+
+// Where the current frame's next bytes go (*len: how many fit there
+// before the next place): its slot, or with a claim the caller's buffer
+// past the header.
+unsigned char *SocketTransport::Impl::region(RecvStream &r, size_t *len) {
+    unsigned char *slot = r.mem + (r.fill_seq % static_cast<uint64_t>(slots)) * slot_bytes;
+    const size_t at = r.payload_got;
+    if (r.land_to == nullptr || at < r.land_header) {
+        *len = (r.land_to != nullptr ? r.land_header : r.head.bytes) - at;
+        return slot + at;
+    }
+    *len = r.head.bytes - at;
+    return static_cast<unsigned char *>(r.land_to) + (at - r.land_header);
+}
+
+// Copies carried bytes into the current frame; true once it is whole.
+bool SocketTransport::Impl::store(RecvStream &r, const unsigned char *from, size_t len) {
+    while (len > 0) {
+        size_t room = 0;
+        unsigned char *to = region(r, &room);
+        const size_t n = std::min(room, len);
+        std::memcpy(to, from, n);
+        r.payload_got += n;
+        from += n;
+        len -= n;
+    }
+    return r.payload_got == r.head.bytes;
+}
+
+// Reads what has arrived on the stream into free slots (or, for the
+// head of the stream with a matching claim, the caller's buffer), frame
+// by frame, until the socket is empty or every slot holds a message.
+void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool defer) {
+    while (r.fd >= 0) {
+        if (!r.in_payload) {
+            if (r.head_got < sizeof r.head) {
+                if (r.carry_len == 0) {
+                    const ssize_t n = recv(r.fd, r.carry.data(), r.carry.size(), MSG_DONTWAIT);
+                    if (n == 0) {
+                        if (r.head_got > 0 && !departed[static_cast<size_t>(r.peer)])
+                            record_error(remote_error("socket: rank %d closed its connection mid-frame", r.peer));
+                        else if (!departed[static_cast<size_t>(r.peer)])
+                            record_error(remote_error("socket: rank %d closed its connection without a farewell: it "
+                                                      "died or aborted",
+                                                      r.peer));
+                        close_recv(r);
+                        return;
+                    }
+                    if (n < 0) {
+                        if (!would_block(errno)) {
+                            record_error(remote_error("socket: receiving from rank %d failed: %s (it died or aborted)",
+                                                      r.peer, std::strerror(errno)));
+                            close_recv(r);
+                        }
+                        return;
+                    }
+                    r.carry_at = 0;
+                    r.carry_len = static_cast<size_t>(n);
+                }
+                const size_t take = std::min(sizeof r.head - r.head_got, r.carry_len);
+                std::memcpy(reinterpret_cast<unsigned char *>(&r.head) + r.head_got, r.carry.data() + r.carry_at, take);
+                r.head_got += take;
+                r.carry_at += take;
+                r.carry_len -= take;
+                if (r.head_got < sizeof r.head) continue;
+            }
+            if (r.head.kind == kBeat || r.head.kind == kFarewell) {
+                heard[static_cast<size_t>(r.peer)] = Clock::now();
+                if (r.head.kind == kFarewell) departed[static_cast<size_t>(r.peer)] = 1;
+                r.head_got = 0;
+                continue;
+            }
+            if (r.head.kind != kData || r.head.bytes > slot_bytes) {
+                record_error(remote_error("socket: rank %d sent a frame of kind %u and %u bytes, where messages hold "
+                                          "at most %zu (ranks that disagree on NNPCCL_CHUNK_SIZE, or not nnpccl)",
+                                          r.peer, r.head.kind, r.head.bytes, slot_bytes));
+                close_recv(r);
+                return;
+            }
+            if (!r.slot_free()) return;
+            r.in_payload = true;
+            r.payload_got = 0;
+            r.land_to = nullptr;
+            const bool at_head = r.fill_seq == r.recv_seq;
+            r.landed[r.fill_seq % static_cast<uint64_t>(slots)] = 0;
+            if (at_head && claim != nullptr && r.head.bytes == claim->header + claim->dst_bytes) {
+                r.land_to = claim->dst;
+                r.land_header = claim->header;
+                r.landed[r.fill_seq % static_cast<uint64_t>(slots)] = 1;
+            }
+        }
+        if (r.carry_len > 0) {
+            const size_t take = std::min(r.carry_len, r.head.bytes - r.payload_got);
+            store(r, r.carry.data() + r.carry_at, take);
+            r.carry_at += take;
+            r.carry_len -= take;
+        }
+        if (r.payload_got < r.head.bytes) {
+            if (defer && r.land_to == nullptr && r.fill_seq == r.recv_seq &&
+                r.head.bytes - r.payload_got >= kDeferMinBytes) {
+                const Clock::time_point now = Clock::now();
+                if (r.deferred_since == Clock::time_point{}) {
+                    r.deferred_since = now;
+                    count_event(); // wakes a waiting engine to claim it
+                }
+                if (now - r.deferred_since < kClaimWindow) return;
+            }
+            size_t room = 0;
+            unsigned char *to = region(r, &room);
+            const ssize_t n = recv(r.fd, to, room, MSG_DONTWAIT);
+            if (n <= 0) {
+                if (n == 0 || !would_block(errno)) {
+                    record_error(remote_error("socket: rank %d's connection broke mid-message: %s (it died or aborted)",
+                                              r.peer, n == 0 ? "closed" : std::strerror(errno)));
+                    close_recv(r);
+                }
+                return;
+            }
+            r.payload_got += static_cast<size_t>(n);
+            if (r.payload_got < r.head.bytes) {
+                if (static_cast<size_t>(n) < room) return; // the socket is empty for now
+                continue;
+            }
+        }
+        r.bytes[r.fill_seq % static_cast<uint64_t>(slots)] = r.head.bytes;
+        ++r.fill_seq;
+        r.in_payload = false;
+        r.head_got = 0;
+        r.land_to = nullptr;
+        r.deferred_since = Clock::time_point{};
+        heard[static_cast<size_t>(r.peer)] = Clock::now();
+        count_event();
+    }
+}
+
+void SocketTransport::Impl::pump_all_recvs() {
+    for (auto &r : recvs)
+        if (r && r->fd >= 0) pump_recv(*r, nullptr, true);
+}
+
+void SocketTransport::Impl::beat() {
+    const Clock::time_point now = Clock::now();
+    if (const uint64_t now_events = events.load(std::memory_order_relaxed); now_events != events_at_check) {
+        events_at_check = now_events;
+        quiet_since = now;
+    }
+    if (!error.is_ok() || now - quiet_since < kBeatAfter || now - last_beat < kBeatPeriod) return;
+    last_beat = now;
+    for (int peer = 0; peer < nranks; ++peer) {
+        if (peer == rank) continue;
+        SendStream &s = send_stream(peer, 0);
+        // One at a time: a stopped peer's unread ones never pile up.
+        if (s.dead || !s.control.empty()) continue;
+        append_frame(&s.control, kBeat, nullptr, 0);
+        list_pending(s);
+        pump_send(s);
+    }
+}
+
+// Only to the peers this rank has sent to: a peer that never heard from it
+// is not waiting for it either.
+void SocketTransport::Impl::farewell() {
+    std::set<int> told;
+    for (auto &s : sends)
+        if (s && !s->dead && told.insert(s->peer).second) {
+            append_frame(&s->control, kFarewell, nullptr, 0);
+            list_pending(*s);
+        }
+    const Deadline until = Deadline::after_seconds(0.1);
+    while (!pending.empty() && !until.passed()) {
+        pump_pending();
+        std::this_thread::yield();
+    }
+}
+
+SocketTransport::SocketTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SocketTransport::~SocketTransport() = default;
+
+size_t SocketTransport::max_message_bytes() const { return impl_->slot_bytes; }
+const std::string &SocketTransport::description() const { return impl_->description; }
+
+Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+                               const Deadline &deadline, std::unique_ptr<SocketTransport> *out) {
+    auto impl = std::make_unique<Impl>();
+    impl->rank = bootstrap.rank();
+    impl->nranks = bootstrap.nranks();
+    impl->channels = channels;
+    impl->slots = options.slots;
+    impl->slot_bytes = message_bytes;
+    if (message_bytes > UINT32_MAX) return invalid_usage("socket: messages of %zu bytes do not fit a frame", message_bytes);
+
+    SockAddr local;
+    NNPCCL_TRY(pick_local_address(&local));
+    local.set_port(0);
+    SockAddr bound;
+    NNPCCL_TRY(listen_tcp(local, &impl->listener, &bound));
+    if (fcntl(impl->listener, F_SETFL, fcntl(impl->listener, F_GETFL) | O_NONBLOCK) != 0)
+        return errno_error("socket: making the listener nonblocking");
+    std::random_device entropy;
+    impl->token = (static_cast<uint64_t>(entropy()) << 32) ^ entropy() ^
+                  static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    impl->description = "sockets on " + bound.to_string();
+
+    std::vector<std::string> all;
+    NNPCCL_TRY(bootstrap.allgather(format("%s %llx", bound.to_string().c_str(),
+                                          static_cast<unsigned long long>(impl->token)),
+                                   deadline, &all));
+    impl->addresses.resize(static_cast<size_t>(impl->nranks));
+    impl->tokens.resize(static_cast<size_t>(impl->nranks));
+    for (int r = 0; r < impl->nranks; ++r) {
+        const std::string &entry = all[static_cast<size_t>(r)];
+        const size_t space = entry.rfind(' ');
+        if (space == std::string::npos) return invalid_usage("socket: rank %d announced '%s', not an address and a token", r, entry.c_str());
+        NNPCCL_TRY(parse_host_port(entry.substr(0, space), &impl->addresses[static_cast<size_t>(r)]));
+        impl->tokens[static_cast<size_t>(r)] = std::strtoull(entry.c_str() + space + 1, nullptr, 16);
+    }
+    const size_t streams = static_cast<size_t>(impl->nranks) * static_cast<size_t>(channels);
+    impl->sends.resize(streams);
+    impl->recvs.resize(streams);
+    impl->heard.assign(static_cast<size_t>(impl->nranks), Clock::now());
+    impl->departed.assign(static_cast<size_t>(impl->nranks), 0);
+    impl->quiet_since = Clock::now();
+    LOG_INFO("socket transport: %s, %d slots of %zu bytes per stream", impl->description.c_str(), impl->slots,
+             impl->slot_bytes);
+    out->reset(new SocketTransport(std::move(impl)));
+    return Status::ok();
+}
+
+void *SocketTransport::try_acquire_send(int peer, int channel, size_t /*bytes*/) {
+    SendStream &s = impl_->send_stream(peer, channel);
+    if (s.dead && impl_->error.is_ok())
+        impl_->record_error(remote_error("socket: rank %d has left (it destroyed its communicator), yet this rank has "
+                                         "a message for it",
+                                         peer));
+    if (!impl_->error.is_ok() || s.send_seq - s.sent_seq >= static_cast<uint64_t>(impl_->slots)) return nullptr;
+    return s.mem + (s.send_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes;
+}
+
+void SocketTransport::commit_send(int peer, int channel, size_t bytes) { commit_send_in_place(peer, channel, bytes, nullptr, 0); }
+
+bool SocketTransport::sends_in_place(size_t bytes) const { return bytes >= kSendInPlaceMinBytes; }
+
+uint64_t SocketTransport::commit_send_in_place(int peer, int channel, size_t header_bytes, const void *data,
+                                               size_t bytes) {
+    SendStream &s = impl_->send_stream(peer, channel);
+    SendOp &op = s.ops[s.send_seq % static_cast<uint64_t>(impl_->slots)];
+    op.header_bytes = header_bytes;
+    op.data = data;
+    op.data_bytes = data != nullptr ? bytes : 0;
+    op.head = FrameHead{static_cast<uint32_t>(header_bytes + op.data_bytes), kData};
+    const uint64_t ticket = ++s.send_seq;
+    impl_->pump_send(s);
+    if (!s.drained()) impl_->list_pending(s);
+    return ticket;
+}
+
+bool SocketTransport::send_done(int peer, int channel, uint64_t ticket) const {
+    const auto &s = impl_->sends[static_cast<size_t>(peer * impl_->channels + channel)];
+    return !s || s->dead || s->sent_seq >= ticket;
+}
+
+void SocketTransport::forget_caller_memory() {
+    bool using_caller = false;
+    for (auto &s : impl_->sends)
+        if (s && !s->dead)
+            for (uint64_t seq = s->sent_seq; seq < s->send_seq; ++seq)
+                using_caller = using_caller || s->ops[seq % static_cast<uint64_t>(impl_->slots)].data != nullptr;
+    for (auto &r : impl_->recvs) using_caller = using_caller || (r && r->in_payload && r->land_to != nullptr);
+    if (!using_caller) return;
+    // The kernel holds no reference to what it has taken; what it has not
+    // is simply never written, and a receive into the caller's buffer is
+    // cut off with its connection.
+    if (impl_->error.is_ok()) impl_->error = system_error("socket: connections closed after the communicator failed");
+    for (auto &s : impl_->sends)
+        if (s && !s->dead) {
+            s->dead = true;
+            close_fd(s->fd);
+        }
+    for (auto &r : impl_->recvs)
+        if (r && r->fd >= 0) impl_->close_recv(*r);
+}
+
+const void *SocketTransport::try_peek_recv(int peer, int channel, size_t *bytes) {
+    bool landed = false;
+    return try_peek_recv_into(peer, channel, bytes, 0, nullptr, 0, &landed);
+}
+
+const void *SocketTransport::try_peek_recv_into(int peer, int channel, size_t *bytes, size_t header, void *dst,
+                                                size_t dst_bytes, bool *landed) {
+    RecvStream &r = impl_->recv_stream(peer, channel);
+    if (r.recv_seq == r.fill_seq) {
+        if (r.fd < 0 && !r.closed) impl_->accept_pending();
+        const Claim claim{header, dst, dst_bytes};
+        const bool claims = dst != nullptr && dst_bytes > 0;
+        if (claims && r.in_payload && r.land_to == nullptr && r.head.bytes == header + dst_bytes) {
+            // Begun into the slot while no step had asked: the rest goes to
+            // the caller's buffer, and what came already follows it there.
+            if (r.payload_got > header)
+                std::memcpy(dst, r.mem + (r.fill_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes + header,
+                            r.payload_got - header);
+            r.land_to = dst;
+            r.land_header = header;
+            r.landed[r.fill_seq % static_cast<uint64_t>(impl_->slots)] = 1;
+        }
+        impl_->pump_recv(r, claims ? &claim : nullptr, false);
+        if (r.recv_seq == r.fill_seq) {
+            if (r.closed && impl_->error.is_ok())
+                impl_->record_error(remote_error("socket: rank %d has left (it destroyed its communicator) before "
+                                                 "sending what this rank waits for",
+                                                 peer));
+            return nullptr;
+        }
+    }
+    const size_t index = r.recv_seq % static_cast<uint64_t>(impl_->slots);
+    *landed = r.landed[index] != 0;
+    *bytes = r.bytes[index];
+    return r.mem + index * impl_->slot_bytes;
+}
+
+void SocketTransport::release_recv(int peer, int channel) {
+    RecvStream &r = impl_->recv_stream(peer, channel);
+    r.landed[r.recv_seq % static_cast<uint64_t>(impl_->slots)] = 0;
+    ++r.recv_seq;
+}
+
+void SocketTransport::poll() {
+    if (!impl_->pending.empty()) impl_->pump_pending();
+}
+
+uint64_t SocketTransport::event_count() const { return impl_->events.load(std::memory_order_relaxed); }
+
+// Sleeps in poll(2) on every connection that could move: the listener and
+// connections still to name themselves, streams with a free slot, streams
+// with bytes to write. A message left for its step to claim (kClaimWindow)
+// keeps the sleeps short until it is claimed or taken.
+void SocketTransport::wait_for_event(uint64_t seen, int timeout_ms) {
+    Impl &im = *impl_;
+    const Deadline until = Deadline::after_seconds(timeout_ms / 1000.0);
+    std::vector<pollfd> fds;
+    std::vector<void *> owners; // RecvStream*, SendStream* or nullptr (listener, accepted)
+    std::vector<char> is_send;
+    while (im.events.load(std::memory_order_relaxed) == seen && !until.passed()) {
+        fds.clear();
+        owners.clear();
+        is_send.clear();
+        bool deferred = false;
+        auto watch = [&](int fd, short what, void *owner, bool send) {
+            fds.push_back(pollfd{fd, what, 0});
+            owners.push_back(owner);
+            is_send.push_back(send);
+        };
+        if (im.listener >= 0) watch(im.listener, POLLIN, nullptr, false);
+        for (Accepted &a : im.accepted) watch(a.fd, POLLIN, nullptr, false);
+        for (auto &r : im.recvs) {
+            if (!r || r->fd < 0) continue;
+            if (r->carry_len > 0 && r->slot_free()) im.pump_recv(*r, nullptr, true);
+            if (r->fd < 0 || !r->slot_free()) continue;
+            if (r->deferred_since != Clock::time_point{}) deferred = true;
+            else watch(r->fd, POLLIN, r.get(), false);
+        }
+        for (SendStream *s : im.pending) watch(s->fd, POLLOUT, s, true);
+        if (im.events.load(std::memory_order_relaxed) != seen) return;
+        const int ms = deferred ? std::min(1, until.ms_left()) : until.ms_left();
+        const int ready = ::poll(fds.data(), fds.size(), ms);
+        if (deferred)
+            for (auto &r : im.recvs)
+                if (r && r->fd >= 0 && r->deferred_since != Clock::time_point{}) im.pump_recv(*r, nullptr, true);
+        if (ready <= 0) continue;
+        bool accept = false;
+        for (size_t i = 0; i < fds.size(); ++i) {
+            if (fds[i].revents == 0) continue;
+            if (owners[i] == nullptr) accept = true;
+            else if (is_send[i]) im.pump_send(*static_cast<SendStream *>(owners[i]));
+            else im.pump_recv(*static_cast<RecvStream *>(owners[i]), nullptr, true);
+        }
+        if (accept) im.accept_pending();
+        im.pump_pending();
+    }
+}
+
+// Every liveness check while this rank waits says to every peer that it is
+// alive (see beat()), reads what its connections hold (signs of life, a
+// farewell, a closed connection), and finishes what waits to be written.
+// A broken connection is this rank's failure only when the bootstrap has
+// said nothing for kErrorGrace: as over ofi, the peer at its other end is
+// often not the rank at fault.
+Status SocketTransport::check_peers() {
+    impl_->beat();
+    impl_->accept_pending();
+    impl_->pump_all_recvs();
+    impl_->pump_pending();
+    if (!impl_->error.is_ok() && Clock::now() - impl_->error_at < kErrorGrace) return Status::ok();
+    return impl_->error;
+}
+
+std::string SocketTransport::silent_peers(std::chrono::milliseconds quiet) const {
+    const Clock::time_point now = Clock::now();
+    std::string silent;
+    for (int peer = 0; peer < impl_->nranks; ++peer) {
+        const auto since = now - impl_->heard[static_cast<size_t>(peer)];
+        if (peer != impl_->rank && impl_->departed[static_cast<size_t>(peer)])
+            silent += format("%srank %d has left: it destroyed its communicator", silent.empty() ? "" : ", ", peer);
+        else if (peer != impl_->rank && since >= quiet)
+            silent += format("%srank %d has given no sign of life over sockets for %.1f s", silent.empty() ? "" : ", ",
+                             peer, std::chrono::duration<double>(since).count());
+    }
+    return silent;
+}
+
+bool SocketTransport::has_pending_sends() const {
+    if (!impl_->error.is_ok()) return false;
+    for (const SendStream *s : impl_->pending)
+        if (!s->dead && s->sent_seq != s->send_seq) return true;
+    return false;
+}
+
+Status SocketTransport::flush(const Deadline &deadline) {
+    while (has_pending_sends()) {
+        if (deadline.passed()) {
+            std::set<int> late;
+            for (const SendStream *s : impl_->pending)
+                if (!s->dead && s->sent_seq != s->send_seq) late.insert(s->peer);
+            std::string peers;
+            for (int peer : late) peers += format("%srank %d", peers.empty() ? "" : ", ", peer);
+            std::string silent = silent_peers(std::chrono::seconds(1));
+            return timeout_error("socket: messages to %s were still unsent at the deadline (NNPCCL_TIMEOUT)%s%s",
+                                 peers.c_str(), silent.empty() ? "" : "; ", silent.c_str());
+        }
+        // Its peers may time out meanwhile; this rank is not the one at fault.
+        impl_->beat();
+        poll();
+        std::this_thread::yield();
+    }
+    // Only a communicator that has not failed is flushed: it is leaving cleanly.
+    impl_->farewell();
+    return impl_->error;
+}
+
+} // namespace nnpccl
