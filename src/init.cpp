@@ -331,6 +331,64 @@ Status load_machine(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &de
     return Status::ok();
 }
 
+// Whether libfabric's provider runs over TCP (or IP, or within the host),
+// where nnpccl's own sockets do the same job with fewer system calls
+// (docs/performance.md, "TCP on nnpccl's own sockets").
+bool runs_over_tcp(const std::string &provider) {
+    const std::string core = provider.substr(0, provider.find(';'));
+    return core == "tcp" || core == "net" || core == "sockets" || core == "udp" || core == "shm";
+}
+
+// What reaches ranks on other hosts: NNPCCL_NET_TRANSPORT's choice, or
+// with auto libfabric where its provider is a fabric of its own (verbs,
+// efa, psm3, ...) on every rank, else the sockets. Collective: the ranks
+// must agree, and an explicit choice that differs between ranks is an error.
+Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode *out) {
+    const NetTransport asked = comm.settings.net_transport;
+    std::string mine = "socket";
+    std::string why = "NNPCCL_NET_TRANSPORT";
+    if (asked == NetTransport::Ofi) {
+        mine = "ofi";
+    } else if (asked == NetTransport::Auto) {
+        const bool provider_asked = !env_string("NNPCCL_OFI_PROVIDER").empty() || !env_string("FI_PROVIDER").empty();
+        const std::string provider = OfiTransport::chosen_provider(comm.facts.nic_hint);
+        if (provider_asked && !provider.empty()) {
+            mine = "ofi";
+            why = "a libfabric provider was asked for (NNPCCL_OFI_PROVIDER or FI_PROVIDER)";
+        } else if (!provider.empty() && !runs_over_tcp(provider)) {
+            mine = "ofi";
+            why = "libfabric's provider here is " + provider;
+        } else {
+            why = provider.empty() ? "libfabric offers no provider here"
+                                   : "libfabric's provider here (" + provider + ") runs over TCP";
+        }
+    }
+    std::vector<std::string> all;
+    NNPCCL_TRY(comm.bootstrap->allgather(mine + (asked == NetTransport::Auto ? " auto" : " asked"), deadline, &all));
+    bool same = true, any_asked = false;
+    int differs = 0;
+    for (size_t r = 0; r < all.size(); ++r) {
+        const std::string choice = all[r].substr(0, all[r].find(' '));
+        any_asked = any_asked || all[r].find(" asked") != std::string::npos;
+        if (choice != mine && same) {
+            same = false;
+            differs = static_cast<int>(r);
+        }
+    }
+    if (!same && any_asked)
+        return invalid_usage("NNPCCL_NET_TRANSPORT: rank %d reaches other hosts over %s, rank %d over %s; set it alike "
+                             "on every rank",
+                             comm.rank, mine.c_str(), differs,
+                             all[static_cast<size_t>(differs)].substr(0, all[static_cast<size_t>(differs)].find(' ')).c_str());
+    if (!same) {
+        mine = "socket";
+        why = "the ranks' libfabric providers differ";
+    }
+    *out = mine == "ofi" ? TransportMode::Ofi : TransportMode::Socket;
+    if (comm.rank == 0) LOG_INFO("ranks on other hosts are reached over %s (%s)", mine.c_str(), why.c_str());
+    return Status::ok();
+}
+
 // Opens shared memory among the ranks of each host and a network
 // transport where ranks on other hosts (or NNPCCL_TRANSPORT=ofi or socket)
 // need it, then routes each peer over one of them. Both set-ups are
@@ -350,14 +408,16 @@ Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline 
         shm = made.get();
         comm.transports.push_back(std::move(made));
     }
-    if (mode == TransportMode::Socket) {
+    TransportMode across = mode;
+    if (!network_only && hosts.any_remote) NNPCCL_TRY(choose_network(comm, deadline, &across));
+    if (across == TransportMode::Socket) {
         std::unique_ptr<SocketTransport> made;
         NNPCCL_TRY(SocketTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes, deadline,
                                            &made));
         network = made.get();
         network_text = format("socket (%s)", made->description().c_str());
         comm.transports.push_back(std::move(made));
-    } else if (mode == TransportMode::Ofi || hosts.any_remote) {
+    } else if (across == TransportMode::Ofi) {
         std::unique_ptr<OfiTransport> made;
         NNPCCL_TRY(OfiTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes,
                                         comm.facts.nic_hint, deadline, &made));

@@ -82,6 +82,12 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     else if (transport == "socket") s.transport = TransportMode::Socket;
     else if (!transport.empty() && transport != "auto")
         return invalid_argument("NNPCCL_TRANSPORT=%s is not auto, shm, ofi or socket", transport.c_str());
+    std::string net_transport = env_string("NNPCCL_NET_TRANSPORT");
+    if (net_transport == "socket") s.net_transport = NetTransport::Socket;
+    else if (net_transport == "ofi") s.net_transport = NetTransport::Ofi;
+    else if (!net_transport.empty() && net_transport != "auto")
+        return invalid_argument("NNPCCL_NET_TRANSPORT=%s is not auto, socket or ofi (what reaches ranks on other hosts)",
+                                net_transport.c_str());
     s.planning.topology = env_string("NNPCCL_TOPO");
     s.pin = env_string("NNPCCL_PIN");
     if (std::string net = env_string("NNPCCL_NET"); !net.empty()) {

@@ -13,6 +13,8 @@
 namespace nnpccl {
 
 enum class TransportMode { Auto, Shm, Ofi, Socket };
+// What reaches ranks on other hosts when NNPCCL_TRANSPORT is auto.
+enum class NetTransport { Auto, Socket, Ofi };
 
 // Each layer's options, as the user set them. What init finds out about the
 // host is apart, in HostFacts (src/init.hpp).
@@ -62,7 +64,10 @@ struct LinkEmulation {
 };
 
 struct Settings {
-    TransportMode transport = TransportMode::Auto; // NNPCCL_TRANSPORT: auto (shm within a host, ofi across), shm, ofi
+    TransportMode transport = TransportMode::Auto; // NNPCCL_TRANSPORT: auto (shm within a host, the network across), shm, ofi, socket
+    // NNPCCL_NET_TRANSPORT: auto (libfabric where it offers a fabric that is
+    // not TCP, else nnpccl's sockets), socket, ofi.
+    NetTransport net_transport = NetTransport::Auto;
     int timeout_sec = 300; // NNPCCL_TIMEOUT: deadline of every wait on a peer
     int spin_us = -1;      // NNPCCL_SPIN_US: busy-wait before sleeping; -1 = by core count
     std::string pin;       // NNPCCL_PIN: auto (default), off, or a CPU list

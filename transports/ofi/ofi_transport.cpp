@@ -566,6 +566,13 @@ double OfiTransport::reported_link_gbps(const std::string &nic_hint) {
     return static_cast<double>(chosen->nic->link_attr->speed) / 8e9;
 }
 
+std::string OfiTransport::chosen_provider(const std::string &nic_hint) {
+    InfoList found;
+    const fi_info *chosen = nullptr;
+    if (!choose_provider(nic_hint, &found, &chosen) || chosen->fabric_attr->prov_name == nullptr) return "";
+    return chosen->fabric_attr->prov_name;
+}
+
 OfiTransport::OfiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 OfiTransport::~OfiTransport() = default;
 

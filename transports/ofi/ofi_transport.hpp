@@ -1,5 +1,8 @@
 // libfabric transport: reliable-datagram endpoints (FI_EP_RDM) with tagged
-// messages, for ranks on other hosts (or any rank, with NNPCCL_TRANSPORT=ofi).
+// messages, for ranks on other hosts where libfabric offers a fabric that
+// is not TCP (or NNPCCL_NET_TRANSPORT=ofi says so; or any rank, with
+// NNPCCL_TRANSPORT=ofi). Over TCP nnpccl's own sockets serve them
+// (transports/socket).
 //
 // Each (peer, channel) stream owns `slots` registered send buffers and
 // `slots` registered receive buffers. The receive side keeps the next
@@ -52,6 +55,9 @@ public:
     // rank's transport would use, or 0 where it reports none (the tcp
     // providers report none).
     static double reported_link_gbps(const std::string &nic_hint);
+    // The provider create() would use ("net", "verbs;ofi_rxm", ...), or ""
+    // where libfabric offers none.
+    static std::string chosen_provider(const std::string &nic_hint);
 
     const char *name() const override { return "ofi"; }
     int spin_hint_us() const override { return 250; } // a small message over tcp takes ~15 µs one way; a round of a collective several times that
