@@ -68,6 +68,22 @@ constexpr auto kHelloPatience = std::chrono::seconds(10);
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 
+// Why a connection to `peer` broke, as its error says: a host gone
+// silent (the network between cut, or the host powered off: the kernel
+// gave up on it) or a process that died.
+std::string broken_because(int peer, int err) {
+    switch (err) {
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case ENETDOWN:
+        return format("rank %d went silent: %s (its host stopped answering: powered off, or the network between cut)",
+                      peer, std::strerror(err));
+    default: return format("%s (rank %d died or aborted)", std::strerror(err), peer);
+    }
+}
+
 void set_no_delay(int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -353,8 +369,9 @@ void SocketTransport::Impl::fail_send(SendStream &s, int err) {
         count_event();
         return;
     }
-    record_error(remote_error("socket: sending to rank %d at %s failed: %s (it died or aborted)", s.peer,
-                              addresses[static_cast<size_t>(s.peer)].to_string().c_str(), std::strerror(err)));
+    record_error(remote_error("socket: sending to rank %d at %s failed: %s", s.peer,
+                              addresses[static_cast<size_t>(s.peer)].to_string().c_str(),
+                              broken_because(s.peer, err).c_str()));
 }
 
 RecvStream &SocketTransport::Impl::recv_stream(int peer, int channel) {
@@ -483,8 +500,8 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
                     }
                     if (n < 0) {
                         if (!would_block(errno)) {
-                            record_error(remote_error("socket: receiving from rank %d failed: %s (it died or aborted)",
-                                                      r.peer, std::strerror(errno)));
+                            record_error(remote_error("socket: receiving from rank %d failed: %s", r.peer,
+                                                      broken_because(r.peer, errno).c_str()));
                             close_recv(r);
                         }
                         return;
@@ -545,8 +562,9 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
             const ssize_t n = recv(r.fd, to, room, MSG_DONTWAIT);
             if (n <= 0) {
                 if (n == 0 || !would_block(errno)) {
-                    record_error(remote_error("socket: rank %d's connection broke mid-message: %s (it died or aborted)",
-                                              r.peer, n == 0 ? "closed" : std::strerror(errno)));
+                    record_error(remote_error("socket: rank %d's connection broke mid-message: %s", r.peer,
+                                              n == 0 ? format("closed (rank %d died or aborted)", r.peer).c_str()
+                                                     : broken_because(r.peer, errno).c_str()));
                     close_recv(r);
                 }
                 return;
