@@ -509,6 +509,27 @@ TEST_CASE("a rank that stops calling nnpccl after its sends still lets them arri
     CHECK(status == 0);
 }
 
+TEST_CASE("over sockets, a receiver seconds late to a large broadcast still gets it", "[mp][socket]") {
+    // The root's connection to rank 1 sits at a zero window for 6 s while
+    // rank 1 is away: longer than the 5 s the bootstrap's connections allow
+    // unacknowledged data, which data connections must not inherit.
+    setenv("NNPCCL_TRANSPORT", "socket", 1);
+    int status = run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        nnpccl_comm_t comm = init(rank, nranks, id, 30);
+        if (comm == nullptr) return 1;
+        int failures = 0;
+        std::vector<float> data(16 << 20 >> 2, rank == 0 ? 4.5f : 0.0f);
+        if (rank == 1) sleep(6);
+        EXPECT(nnpccl_broadcast(data.data(), data.data(), data.size(), NNPCCL_FLOAT32, 0, comm) == NNPCCL_SUCCESS);
+        EXPECT(data.front() == 4.5f && data[data.size() / 2] == 4.5f && data.back() == 4.5f);
+        if (failures != 0) std::fprintf(stderr, "rank %d: %s\n", rank, nnpccl_get_last_error(comm));
+        EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+        return failures;
+    });
+    unsetenv("NNPCCL_TRANSPORT");
+    CHECK(status == 0);
+}
+
 namespace {
 
 long resident_kib() {

@@ -84,9 +84,19 @@ std::string broken_because(int peer, int err) {
     }
 }
 
-void set_no_delay(int fd) {
-    int one = 1;
+// TCP_NODELAY, and keepalive probes on an idle connection (a host gone
+// silent then fails it). Not the bootstrap's TCP_USER_TIMEOUT
+// (watch_for_silent_host): the kernel's buffers are this transport's flow
+// control, so a receiver that is seconds late holds the window at zero,
+// and a user timeout would abort a connection whose peer answers every
+// probe. Hosts that vanish are the bootstrap's to notice.
+void prepare_connection(int fd) {
+    int one = 1, idle = 2, interval = 1, count = 3;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 struct SendOp {
@@ -134,7 +144,8 @@ struct RecvStream {
     size_t payload_got = 0;
     void *land_to = nullptr; // the payload beyond the first land_header bytes goes here
     size_t land_header = 0;
-    Clock::time_point deferred_since{};
+    Clock::time_point deferred_since{}; // the head's payload waits for its step's claim (kClaimWindow)
+    bool deferral_over = false;         // and has waited its window out
     std::vector<unsigned char> carry;
     size_t carry_at = 0;
     size_t carry_len = 0;
@@ -171,6 +182,9 @@ struct SocketTransport::Impl {
     std::vector<std::unique_ptr<RecvStream>> recvs;
     std::vector<Accepted> accepted;
     std::vector<SendStream *> pending; // streams with bytes still to write
+    // Some receive stream has carried bytes or a deferred payload, which
+    // poll() must take on once they can move (no step may ask for them).
+    bool recv_attention = false;
     // Written by the driving thread only, read without the drive lock too
     // (the progress thread's first look), hence atomic and relaxed.
     std::atomic<uint64_t> events{0};
@@ -199,6 +213,7 @@ struct SocketTransport::Impl {
     void close_recv(RecvStream &r);
     void pump_all_recvs();
     void beat();
+    bool partner(int peer) const;
     void farewell();
     void record_error(const Status &st) {
         if (error.is_ok()) {
@@ -270,8 +285,7 @@ void SocketTransport::Impl::connect_stream(SendStream &s) {
         fail_send(s, errno);
         return;
     }
-    set_no_delay(s.fd);
-    watch_for_silent_host(s.fd);
+    prepare_connection(s.fd);
     if (connect(s.fd, reinterpret_cast<const sockaddr *>(&to.storage), to.length) != 0 && errno != EINPROGRESS) {
         fail_send(s, errno);
         return;
@@ -364,8 +378,11 @@ void SocketTransport::Impl::fail_send(SendStream &s, int err) {
     for (int channel = 0; channel < channels; ++channel)
         if (auto &r = recvs[static_cast<size_t>(s.peer * channels + channel)]; r && r->fd >= 0)
             pump_recv(*r, nullptr, false);
-    if (departed[static_cast<size_t>(s.peer)]) {
-        s.sent_seq = s.send_seq; // it has gone and wants nothing more
+    if (departed[static_cast<size_t>(s.peer)] || s.sent_seq == s.send_seq) {
+        // It has gone and wants nothing more, or only a sign of life or a
+        // hello failed, which says nothing of the job: a message this rank
+        // has for that peer later fails in try_acquire_send.
+        s.sent_seq = s.send_seq;
         count_event();
         return;
     }
@@ -397,8 +414,7 @@ void SocketTransport::Impl::accept_pending() {
     while (listener >= 0) {
         const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break; // none waiting, or one that gave up before it was taken
-        set_no_delay(fd);
-        watch_for_silent_host(fd);
+        prepare_connection(fd);
         accepted.push_back(Accepted{fd, {}, 0, Clock::now()});
     }
     const Clock::time_point now = Clock::now();
@@ -529,7 +545,10 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
                 close_recv(r);
                 return;
             }
-            if (!r.slot_free()) return;
+            if (!r.slot_free()) {
+                if (r.carry_len > 0) recv_attention = true; // for poll() once a slot is released
+                return;
+            }
             r.in_payload = true;
             r.payload_got = 0;
             r.land_to = nullptr;
@@ -548,14 +567,19 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
             r.carry_len -= take;
         }
         if (r.payload_got < r.head.bytes) {
-            if (defer && r.land_to == nullptr && r.fill_seq == r.recv_seq &&
+            if (defer && !r.deferral_over && r.land_to == nullptr && r.fill_seq == r.recv_seq &&
                 r.head.bytes - r.payload_got >= kDeferMinBytes) {
                 const Clock::time_point now = Clock::now();
                 if (r.deferred_since == Clock::time_point{}) {
                     r.deferred_since = now;
                     count_event(); // wakes a waiting engine to claim it
                 }
-                if (now - r.deferred_since < kClaimWindow) return;
+                if (now - r.deferred_since < kClaimWindow) {
+                    recv_attention = true;
+                    return;
+                }
+                r.deferred_since = Clock::time_point{};
+                r.deferral_over = true;
             }
             size_t room = 0;
             unsigned char *to = region(r, &room);
@@ -581,6 +605,7 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
         r.head_got = 0;
         r.land_to = nullptr;
         r.deferred_since = Clock::time_point{};
+        r.deferral_over = false;
         heard[static_cast<size_t>(r.peer)] = Clock::now();
         count_event();
     }
@@ -600,22 +625,36 @@ void SocketTransport::Impl::beat() {
     if (!error.is_ok() || now - quiet_since < kBeatAfter || now - last_beat < kBeatPeriod) return;
     last_beat = now;
     for (int peer = 0; peer < nranks; ++peer) {
-        if (peer == rank) continue;
-        SendStream &s = send_stream(peer, 0);
+        if (peer == rank || !partner(peer)) continue;
+        SendStream *s = nullptr;
+        for (int channel = 0; channel < channels && s == nullptr; ++channel)
+            s = sends[static_cast<size_t>(peer * channels + channel)].get();
+        if (s == nullptr) s = &send_stream(peer, 0); // a peer that sends to this rank may wait on it
         // One at a time: a stopped peer's unread ones never pile up.
-        if (s.dead || !s.control.empty()) continue;
-        append_frame(&s.control, kBeat, nullptr, 0);
-        list_pending(s);
-        pump_send(s);
+        if (s->dead || !s->control.empty()) continue;
+        append_frame(&s->control, kBeat, nullptr, 0);
+        list_pending(*s);
+        pump_send(*s);
     }
 }
 
-// Only to the peers this rank has sent to: a peer that never heard from it
-// is not waiting for it either.
+// Whether this rank and `peer` exchange messages (a stream either way):
+// the peers signs of life go to and timeouts may name.
+bool SocketTransport::Impl::partner(int peer) const {
+    for (int channel = 0; channel < channels; ++channel) {
+        const size_t i = static_cast<size_t>(peer * channels + channel);
+        if (sends[i] || (recvs[i] && (recvs[i]->fd >= 0 || recvs[i]->closed))) return true;
+    }
+    return false;
+}
+
+// On every connection this rank opened, each of which its peer reads in
+// order: so a peer that reads a closed connection without a farewell in
+// front of the end knows this rank died. A peer this rank never sent to is
+// not waiting for it either.
 void SocketTransport::Impl::farewell() {
-    std::set<int> told;
     for (auto &s : sends)
-        if (s && !s->dead && told.insert(s->peer).second) {
+        if (s && !s->dead) {
             append_frame(&s->control, kFarewell, nullptr, 0);
             list_pending(*s);
         }
@@ -682,9 +721,11 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
 void *SocketTransport::try_acquire_send(int peer, int channel, size_t /*bytes*/) {
     SendStream &s = impl_->send_stream(peer, channel);
     if (s.dead && impl_->error.is_ok())
-        impl_->record_error(remote_error("socket: rank %d has left (it destroyed its communicator), yet this rank has "
-                                         "a message for it",
-                                         peer));
+        impl_->record_error(remote_error("socket: this rank has a message for rank %d, whose connection is gone%s",
+                                         peer,
+                                         impl_->departed[static_cast<size_t>(peer)]
+                                             ? " (it destroyed its communicator)"
+                                             : " (it died, aborted, or its host stopped answering)"));
     if (!impl_->error.is_ok() || s.send_seq - s.sent_seq >= static_cast<uint64_t>(impl_->slots)) return nullptr;
     return s.mem + (s.send_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes;
 }
@@ -754,6 +795,7 @@ const void *SocketTransport::try_peek_recv_into(int peer, int channel, size_t *b
             r.land_to = dst;
             r.land_header = header;
             r.landed[r.fill_seq % static_cast<uint64_t>(impl_->slots)] = 1;
+            r.deferred_since = Clock::time_point{};
         }
         impl_->pump_recv(r, claims ? &claim : nullptr, false);
         if (r.recv_seq == r.fill_seq) {
@@ -777,7 +819,13 @@ void SocketTransport::release_recv(int peer, int channel) {
 }
 
 void SocketTransport::poll() {
-    if (!impl_->pending.empty()) impl_->pump_pending();
+    Impl &im = *impl_;
+    if (!im.pending.empty()) im.pump_pending();
+    if (!im.recv_attention) return;
+    im.recv_attention = false;
+    for (auto &r : im.recvs)
+        if (r && r->fd >= 0 && (r->deferred_since != Clock::time_point{} || (r->carry_len > 0 && r->slot_free())))
+            im.pump_recv(*r, nullptr, true);
 }
 
 uint64_t SocketTransport::event_count() const { return impl_->events.load(std::memory_order_relaxed); }
@@ -850,6 +898,7 @@ std::string SocketTransport::silent_peers(std::chrono::milliseconds quiet) const
     const Clock::time_point now = Clock::now();
     std::string silent;
     for (int peer = 0; peer < impl_->nranks; ++peer) {
+        if (peer == impl_->rank || !impl_->partner(peer)) continue; // signs of life go to partners only
         const auto since = now - impl_->heard[static_cast<size_t>(peer)];
         if (peer != impl_->rank && impl_->departed[static_cast<size_t>(peer)])
             silent += format("%srank %d has left: it destroyed its communicator", silent.empty() ? "" : ", ", peer);
@@ -884,7 +933,9 @@ Status SocketTransport::flush(const Deadline &deadline) {
         poll();
         std::this_thread::yield();
     }
-    // Only a communicator that has not failed is flushed: it is leaving cleanly.
+    // Only a communicator that has not failed says farewell: it is leaving
+    // cleanly, with every message written.
+    if (!impl_->error.is_ok()) return impl_->error;
     impl_->farewell();
     return impl_->error;
 }
