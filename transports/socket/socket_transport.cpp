@@ -251,7 +251,7 @@ unsigned char *allocate_slots(int slots, size_t slot_bytes) {
 void append_frame(std::string *to, FrameKind kind, const void *payload, uint32_t bytes) {
     const FrameHead head{bytes, kind};
     to->append(reinterpret_cast<const char *>(&head), sizeof head);
-    to->append(static_cast<const char *>(payload), bytes);
+    if (bytes > 0) to->append(static_cast<const char *>(payload), bytes);
 }
 
 } // namespace
@@ -291,7 +291,7 @@ void SocketTransport::Impl::connect_stream(SendStream &s) {
         return;
     }
     const StreamHello hello{tokens[static_cast<size_t>(s.peer)], static_cast<uint32_t>(rank),
-                      static_cast<uint32_t>(s.channel)};
+                            static_cast<uint32_t>(s.channel)};
     append_frame(&s.control, kHello, &hello, sizeof hello);
     list_pending(s);
 }
@@ -369,9 +369,10 @@ void SocketTransport::Impl::pump_send(SendStream &s) {
     }
 }
 
-// A connection that failed under a send: the peer died or aborted, unless
-// it left cleanly (its farewell may still be unread on its own
-// connections to this rank, so they are read first).
+// A connection that failed under a send: the peer died, aborted or went
+// silent, unless it left cleanly (its farewell may still be unread on its
+// own connections to this rank, so they are read first) or nothing but a
+// hello or a sign of life was on its way.
 void SocketTransport::Impl::fail_send(SendStream &s, int err) {
     s.dead = true;
     close_fd(s.fd);
