@@ -23,6 +23,7 @@
 
 #include "bootstrap.hpp"
 #include "log.hpp"
+#include "peer_liveness.hpp"
 
 namespace nnpccl {
 
@@ -73,19 +74,10 @@ constexpr size_t kSplitMinBytes = 256 * 1024;
 constexpr uint64_t kPayloadBit = uint64_t{1} << 63;
 constexpr auto kClaimWindow = std::chrono::microseconds(100);
 constexpr int kBeatReceives = 8;
-// A rank waiting on its peers says it is alive this often, once this
-// transport has been quiet for kBeatAfter: well within the half second (at
-// the least) of silence after which a timeout's message names a peer (a
-// timeout is 1 s or more), and a round of nranks empty messages costs
-// nothing beside a wait that long. Not sooner: a sign of life may be the
-// first message to a peer, and so open a connection, and a wait cut short
-// by a failure elsewhere should not open connections while the job goes
-// down (see close_endpoint()).
-constexpr auto kBeatPeriod = std::chrono::milliseconds(250);
-constexpr auto kBeatAfter = std::chrono::milliseconds(400);
-// How long a broken connection waits for the bootstrap to say whose fault
-// it is (see check_peers()).
-constexpr auto kErrorGrace = std::chrono::seconds(1);
+// Signs of life go out at PeerLiveness's pace: a sign of life may be the
+// first message to a peer, and so open a connection, which a wait cut
+// short by a failure elsewhere should not do while the job goes down (see
+// close_endpoint()).
 
 int beat_sender(uint64_t tag) { return static_cast<int>((tag >> (kSeqBits + kChannelBits)) & 0xffff); }
 
@@ -188,11 +180,7 @@ struct OfiTransport::Impl {
     // provider), and when each peer was last heard from.
     std::vector<SlotOp> beat_recvs;
     std::vector<SlotOp> beat_sends;
-    std::vector<Clock::time_point> heard;
-    std::vector<char> departed;
-    Clock::time_point last_beat{};
-    Clock::time_point quiet_since{};
-    uint64_t events_at_check = 0;
+    PeerLiveness liveness;
 
     // Takes completions: from fi_cq_read, or, with timeout_ms > 0 on a
     // blockable queue, from fi_cq_sread.
@@ -446,13 +434,7 @@ bool OfiTransport::Impl::post_recv(SlotOp *op) {
 }
 
 void OfiTransport::Impl::beat() {
-    const Clock::time_point now = Clock::now();
-    if (const uint64_t now_events = events.load(std::memory_order_relaxed); now_events != events_at_check) {
-        events_at_check = now_events;
-        quiet_since = now;
-    }
-    if (ep == nullptr || !error.is_ok() || now - quiet_since < kBeatAfter || now - last_beat < kBeatPeriod) return;
-    last_beat = now;
+    if (!liveness.beat_due(events.load(std::memory_order_relaxed)) || ep == nullptr || !error.is_ok()) return;
     for (int peer = 0; peer < nranks; ++peer) {
         SlotOp &op = beat_sends[static_cast<size_t>(peer)];
         if (peer == rank || op.busy) continue;
@@ -672,9 +654,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     int inserted = fi_av_insert(impl->av, names.data(), static_cast<size_t>(impl->nranks), impl->addrs.data(), 0, nullptr);
     if (inserted != impl->nranks)
         return system_error("ofi: fi_av_insert took %d of %d addresses", inserted, impl->nranks);
-    impl->heard.assign(static_cast<size_t>(impl->nranks), Clock::now());
-    impl->departed.assign(static_cast<size_t>(impl->nranks), 0);
-    impl->quiet_since = Clock::now();
+    impl->liveness.start(impl->rank, impl->nranks);
     impl->beat_sends.assign(static_cast<size_t>(impl->nranks), SlotOp{});
     for (SlotOp &op : impl->beat_sends) op.is_send = op.beat = true;
     impl->beat_recvs.assign(kBeatReceives, SlotOp{});
@@ -863,15 +843,15 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
                 // wait for a stopped peer must not look like progress.
                 if (op->is_send) continue;
                 if (const int from = beat_sender(entries[i].tag); from < nranks) {
-                    heard[static_cast<size_t>(from)] = now;
-                    if (entries[i].tag & kFarewellBit) departed[static_cast<size_t>(from)] = 1;
+                    liveness.heard_from(from, now);
+                    if (entries[i].tag & kFarewellBit) liveness.left(from);
                 }
                 op->busy = true;
                 if (!post_recv(op)) unposted.push_back(op);
                 continue;
             }
             if (!op->is_send) {
-                heard[static_cast<size_t>(op->stream->peer)] = now;
+                liveness.heard_from(op->stream->peer, now);
                 if (op->payload_posted) {
                     op->complete = true;
                     op->bytes = op->header_bytes + entries[i].len;
@@ -912,25 +892,14 @@ void OfiTransport::wait_for_event(uint64_t seen, int timeout_ms) {
 // endpoint, and its peers' messages to it fail. The bootstrap hears every
 // rank's failure with its reason, or a death, and the engine asks it after
 // the transports; so a broken connection is this rank's failure only when
-// the bootstrap has said nothing for kErrorGrace.
+// the bootstrap has said nothing for PeerLiveness::kErrorGrace.
 Status OfiTransport::check_peers() {
     impl_->beat();
-    if (!impl_->error.is_ok() && Clock::now() - impl_->error_at < kErrorGrace) return Status::ok();
-    return impl_->error;
+    return PeerLiveness::after_grace(impl_->error, impl_->error_at);
 }
 
 std::string OfiTransport::silent_peers(std::chrono::milliseconds quiet) const {
-    const Clock::time_point now = Clock::now();
-    std::string silent;
-    for (int peer = 0; peer < impl_->nranks; ++peer) {
-        const auto since = now - impl_->heard[static_cast<size_t>(peer)];
-        if (peer != impl_->rank && impl_->departed[static_cast<size_t>(peer)])
-            silent += format("%srank %d has left: it destroyed its communicator", silent.empty() ? "" : ", ", peer);
-        else if (peer != impl_->rank && since >= quiet)
-            silent += format("%srank %d has given no sign of life over ofi for %.1f s", silent.empty() ? "" : ", ",
-                             peer, std::chrono::duration<double>(since).count());
-    }
-    return silent;
+    return impl_->liveness.silent(quiet, "ofi", [](int) { return true; });
 }
 
 bool OfiTransport::has_pending_sends() const {
@@ -950,11 +919,7 @@ Status OfiTransport::flush(const Deadline &deadline) {
             for (auto &entry : impl_->streams)
                 for (const SlotOp &op : entry.second->send_ops)
                     if (op.busy) late.insert(entry.first.first);
-            std::string peers;
-            for (int peer : late) peers += format("%srank %d", peers.empty() ? "" : ", ", peer);
-            std::string silent = silent_peers(std::chrono::seconds(1));
-            return timeout_error("ofi: messages to %s were still in flight at the deadline (NNPCCL_TIMEOUT)%s%s",
-                                 peers.c_str(), silent.empty() ? "" : "; ", silent.c_str());
+            return PeerLiveness::unsent_at_deadline("ofi", late, silent_peers(std::chrono::seconds(1)));
         }
         // Its peers may time out meanwhile; this rank is not the one at fault.
         impl_->beat();

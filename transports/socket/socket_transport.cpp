@@ -20,6 +20,7 @@
 
 #include "bootstrap.hpp"
 #include "log.hpp"
+#include "peer_liveness.hpp"
 #include "socket.hpp"
 
 namespace nnpccl {
@@ -56,13 +57,6 @@ constexpr size_t kCarryBytes = 16 * 1024;
 // waiting on something else never waits on it.
 constexpr size_t kDeferMinBytes = 32 * 1024;
 constexpr auto kClaimWindow = std::chrono::microseconds(100);
-// As in the ofi transport: a waiting rank says it is alive this often once
-// the transport has been quiet for kBeatAfter, and a broken connection is
-// this rank's failure only when the bootstrap has not explained it within
-// kErrorGrace.
-constexpr auto kBeatPeriod = std::chrono::milliseconds(250);
-constexpr auto kBeatAfter = std::chrono::milliseconds(400);
-constexpr auto kErrorGrace = std::chrono::seconds(1);
 // An accepted connection that has not named itself by then is a stray.
 constexpr auto kHelloPatience = std::chrono::seconds(10);
 
@@ -191,11 +185,7 @@ struct SocketTransport::Impl {
     void count_event() { events.store(events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
     Status error;
     Clock::time_point error_at{};
-    std::vector<Clock::time_point> heard;
-    std::vector<char> departed;
-    Clock::time_point last_beat{};
-    Clock::time_point quiet_since{};
-    uint64_t events_at_check = 0;
+    PeerLiveness liveness;
 
     ~Impl();
     SendStream &send_stream(int peer, int channel);
@@ -379,7 +369,7 @@ void SocketTransport::Impl::fail_send(SendStream &s, int err) {
     for (int channel = 0; channel < channels; ++channel)
         if (auto &r = recvs[static_cast<size_t>(s.peer * channels + channel)]; r && r->fd >= 0)
             pump_recv(*r, nullptr, false);
-    if (departed[static_cast<size_t>(s.peer)] || s.sent_seq == s.send_seq) {
+    if (liveness.has_left(s.peer) || s.sent_seq == s.send_seq) {
         // It has gone and wants nothing more, or only a sign of life or a
         // hello failed, which says nothing of the job: a message this rank
         // has for that peer later fails in try_acquire_send.
@@ -458,7 +448,7 @@ void SocketTransport::Impl::attach(Accepted &a) {
     }
     r.fd = a.fd;
     a.fd = -1;
-    heard[static_cast<size_t>(r.peer)] = Clock::now();
+    liveness.heard_from(r.peer, Clock::now());
     count_event();
 }
 
@@ -506,9 +496,9 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
                 if (r.carry_len == 0) {
                     const ssize_t n = recv(r.fd, r.carry.data(), r.carry.size(), MSG_DONTWAIT);
                     if (n == 0) {
-                        if (r.head_got > 0 && !departed[static_cast<size_t>(r.peer)])
+                        if (r.head_got > 0 && !liveness.has_left(r.peer))
                             record_error(remote_error("socket: rank %d closed its connection mid-frame", r.peer));
-                        else if (!departed[static_cast<size_t>(r.peer)])
+                        else if (!liveness.has_left(r.peer))
                             record_error(remote_error("socket: rank %d closed its connection without a farewell: it "
                                                       "died or aborted",
                                                       r.peer));
@@ -534,8 +524,8 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
                 if (r.head_got < sizeof r.head) continue;
             }
             if (r.head.kind == kBeat || r.head.kind == kFarewell) {
-                heard[static_cast<size_t>(r.peer)] = Clock::now();
-                if (r.head.kind == kFarewell) departed[static_cast<size_t>(r.peer)] = 1;
+                liveness.heard_from(r.peer, Clock::now());
+                if (r.head.kind == kFarewell) liveness.left(r.peer);
                 r.head_got = 0;
                 continue;
             }
@@ -607,7 +597,7 @@ void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool de
         r.land_to = nullptr;
         r.deferred_since = Clock::time_point{};
         r.deferral_over = false;
-        heard[static_cast<size_t>(r.peer)] = Clock::now();
+        liveness.heard_from(r.peer, Clock::now());
         count_event();
     }
 }
@@ -618,13 +608,7 @@ void SocketTransport::Impl::pump_all_recvs() {
 }
 
 void SocketTransport::Impl::beat() {
-    const Clock::time_point now = Clock::now();
-    if (const uint64_t now_events = events.load(std::memory_order_relaxed); now_events != events_at_check) {
-        events_at_check = now_events;
-        quiet_since = now;
-    }
-    if (!error.is_ok() || now - quiet_since < kBeatAfter || now - last_beat < kBeatPeriod) return;
-    last_beat = now;
+    if (!liveness.beat_due(events.load(std::memory_order_relaxed)) || !error.is_ok()) return;
     for (int peer = 0; peer < nranks; ++peer) {
         if (peer == rank || !partner(peer)) continue;
         SendStream *s = nullptr;
@@ -710,9 +694,7 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     const size_t streams = static_cast<size_t>(impl->nranks) * static_cast<size_t>(channels);
     impl->sends.resize(streams);
     impl->recvs.resize(streams);
-    impl->heard.assign(static_cast<size_t>(impl->nranks), Clock::now());
-    impl->departed.assign(static_cast<size_t>(impl->nranks), 0);
-    impl->quiet_since = Clock::now();
+    impl->liveness.start(impl->rank, impl->nranks);
     LOG_INFO("socket transport: %s, %d slots of %zu bytes per stream", impl->description.c_str(), impl->slots,
              impl->slot_bytes);
     out->reset(new SocketTransport(std::move(impl)));
@@ -724,7 +706,7 @@ void *SocketTransport::try_acquire_send(int peer, int channel, size_t /*bytes*/)
     if (s.dead && impl_->error.is_ok())
         impl_->record_error(remote_error("socket: this rank has a message for rank %d, whose connection is gone%s",
                                          peer,
-                                         impl_->departed[static_cast<size_t>(peer)]
+                                         impl_->liveness.has_left(peer)
                                              ? " (it destroyed its communicator)"
                                              : " (it died, aborted, or its host stopped answering)"));
     if (!impl_->error.is_ok() || s.send_seq - s.sent_seq >= static_cast<uint64_t>(impl_->slots)) return nullptr;
@@ -891,23 +873,12 @@ Status SocketTransport::check_peers() {
     impl_->accept_pending();
     impl_->pump_all_recvs();
     impl_->pump_pending();
-    if (!impl_->error.is_ok() && Clock::now() - impl_->error_at < kErrorGrace) return Status::ok();
-    return impl_->error;
+    return PeerLiveness::after_grace(impl_->error, impl_->error_at);
 }
 
+// Signs of life go to partners only (see beat()), so only they are named.
 std::string SocketTransport::silent_peers(std::chrono::milliseconds quiet) const {
-    const Clock::time_point now = Clock::now();
-    std::string silent;
-    for (int peer = 0; peer < impl_->nranks; ++peer) {
-        if (peer == impl_->rank || !impl_->partner(peer)) continue; // signs of life go to partners only
-        const auto since = now - impl_->heard[static_cast<size_t>(peer)];
-        if (peer != impl_->rank && impl_->departed[static_cast<size_t>(peer)])
-            silent += format("%srank %d has left: it destroyed its communicator", silent.empty() ? "" : ", ", peer);
-        else if (peer != impl_->rank && since >= quiet)
-            silent += format("%srank %d has given no sign of life over sockets for %.1f s", silent.empty() ? "" : ", ",
-                             peer, std::chrono::duration<double>(since).count());
-    }
-    return silent;
+    return impl_->liveness.silent(quiet, "sockets", [this](int peer) { return impl_->partner(peer); });
 }
 
 bool SocketTransport::has_pending_sends() const {
@@ -923,11 +894,7 @@ Status SocketTransport::flush(const Deadline &deadline) {
             std::set<int> late;
             for (const SendStream *s : impl_->pending)
                 if (!s->dead && s->sent_seq != s->send_seq) late.insert(s->peer);
-            std::string peers;
-            for (int peer : late) peers += format("%srank %d", peers.empty() ? "" : ", ", peer);
-            std::string silent = silent_peers(std::chrono::seconds(1));
-            return timeout_error("socket: messages to %s were still unsent at the deadline (NNPCCL_TIMEOUT)%s%s",
-                                 peers.c_str(), silent.empty() ? "" : "; ", silent.c_str());
+            return PeerLiveness::unsent_at_deadline("socket", late, silent_peers(std::chrono::seconds(1)));
         }
         // Its peers may time out meanwhile; this rank is not the one at fault.
         impl_->beat();
