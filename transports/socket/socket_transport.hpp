@@ -8,12 +8,14 @@
 // receive per arriving piece (docs/performance.md, "TCP on nnpccl's own
 // sockets").
 //
-// Every (sender, receiver, channel) stream has a connection of its own,
-// written only by the sender, so a stream whose receiver is slow to take
-// its messages holds back nothing else, and the kernel's socket buffers
-// are its flow control. The sender opens it on its first message and
-// names itself (rank, channel, and the token the receiver's listener
-// announced through the bootstrap, so strays are refused).
+// Every pair of ranks has a connection per channel, which carries that
+// channel's streams both ways (so each side's acknowledgements ride on its
+// own messages), and the kernel's socket buffers are its flow control: a
+// stream whose receiver is slow to take its messages holds back nothing on
+// other channels or peers. The lower rank opens it, when it first sends to
+// the peer or waits for it, and names itself (rank, channel, and the token
+// the peer's listener announced through the bootstrap, so strays are
+// refused); the higher rank's messages wait in their slots until then.
 //
 // On the wire a stream is frames: an 8-byte head (length, kind) and the
 // message. A message up to max_message_bytes() lands in one of `slots`
