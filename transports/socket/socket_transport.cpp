@@ -128,8 +128,10 @@ struct RecvStream {
     int channel = 0;
     int fd = -1;
     bool closed = false; // the peer closed the connection
-    // This rank's connect has not completed: a receive would read it as
-    // closed, so none is made before the socket says it is writable.
+    // This rank's connect may not have completed: no receive is made
+    // before poll(2) says the socket is readable or writable (receives
+    // read as closed across hosts before; readable too, so a full send
+    // buffer never keeps this rank from reading).
     bool connecting = false;
     unsigned char *mem = nullptr;
     std::vector<size_t> bytes;
@@ -286,15 +288,16 @@ void SocketTransport::Impl::ensure_connection(int peer, int channel) {
     }
     const SockAddr &to = addresses[static_cast<size_t>(peer)];
     int fd = socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        fail_send(s, errno);
-        return;
-    }
-    prepare_connection(fd);
-    if (connect(fd, reinterpret_cast<const sockaddr *>(&to.storage), to.length) != 0 && errno != EINPROGRESS) {
+    if (fd >= 0) prepare_connection(fd);
+    if (fd < 0 ||
+        (connect(fd, reinterpret_cast<const sockaddr *>(&to.storage), to.length) != 0 && errno != EINPROGRESS)) {
         const int err = errno;
         close_fd(fd);
-        fail_send(s, err);
+        s.dead = r.closed = true;
+        if (!liveness.has_left(peer))
+            record_error(remote_error("socket: connecting to rank %d at %s failed: %s", peer, to.to_string().c_str(),
+                                      broken_because(peer, err).c_str()));
+        count_event();
         return;
     }
     s.fd = r.fd = fd;
@@ -325,9 +328,13 @@ void SocketTransport::Impl::list_pending(SendStream &s) {
 }
 
 void SocketTransport::Impl::pump_pending() {
+    bool accepted_once = false;
     for (size_t i = 0; i < pending.size();) {
         SendStream &s = *pending[i];
-        if (s.fd < 0) ensure_connection(s.peer, s.channel);
+        if (s.fd < 0 && !s.dead && (rank < s.peer || !accepted_once)) {
+            accepted_once = accepted_once || rank > s.peer;
+            ensure_connection(s.peer, s.channel);
+        }
         pump_send(s);
         if (s.dead || s.drained()) {
             s.listed = false;
@@ -397,12 +404,17 @@ void SocketTransport::Impl::pump_send(SendStream &s) {
 // hello or a sign of life was on its way.
 void SocketTransport::Impl::fail_send(SendStream &s, int err) {
     s.dead = true;
-    for (int channel = 0; channel < channels; ++channel)
-        if (auto &r = recvs[static_cast<size_t>(s.peer * channels + channel)]; r && r->fd >= 0)
-            pump_recv(*r, nullptr, false);
+    const bool unsent = s.sent_seq != s.send_seq;
+    // The pair's other channels first: this one's own end may be what
+    // reading it finds, and its farewell may have gone on another.
+    for (int pass = 0; pass < 2; ++pass)
+        for (int channel = 0; channel < channels; ++channel)
+            if (auto &r = recvs[static_cast<size_t>(s.peer * channels + channel)];
+                r && r->fd >= 0 && (channel == s.channel) == (pass == 1))
+                pump_recv(*r, nullptr, false);
     if (auto &r = recvs[static_cast<size_t>(s.peer * channels + s.channel)]) r->closed = true;
     close_connection(s.peer, s.channel);
-    if (liveness.has_left(s.peer) || s.sent_seq == s.send_seq) {
+    if (liveness.has_left(s.peer) || !unsent) {
         // It has gone and wants nothing more, or only a sign of life or a
         // hello failed, which says nothing of the job: a message this rank
         // has for that peer later fails in try_acquire_send.
@@ -532,7 +544,7 @@ bool SocketTransport::Impl::store(RecvStream &r, const unsigned char *from, size
 // by frame, until the socket is empty or every slot holds a message.
 void SocketTransport::Impl::pump_recv(RecvStream &r, const Claim *claim, bool defer) {
     if (r.connecting && r.fd >= 0) {
-        pollfd p{r.fd, POLLOUT, 0};
+        pollfd p{r.fd, POLLIN | POLLOUT, 0};
         if (::poll(&p, 1, 0) == 0) return;
         int err = 0;
         socklen_t len = sizeof err;
@@ -669,8 +681,10 @@ void SocketTransport::Impl::beat() {
     for (int peer = 0; peer < nranks; ++peer) {
         if (peer == rank || !partner(peer)) continue;
         SendStream *s = nullptr;
-        for (int channel = 0; channel < channels && s == nullptr; ++channel)
-            s = sends[static_cast<size_t>(peer * channels + channel)].get();
+        for (int channel = 0; channel < channels; ++channel) // a connected one, if any
+            if (SendStream *c = sends[static_cast<size_t>(peer * channels + channel)].get();
+                c != nullptr && (s == nullptr || (s->fd < 0 && c->fd >= 0)))
+                s = c;
         if (s == nullptr) s = &send_stream(peer, 0); // a peer that sends to this rank may wait on it
         // One at a time: a stopped peer's unread ones never pile up.
         if (s->dead || !s->control.empty()) continue;
@@ -706,8 +720,15 @@ void SocketTransport::Impl::farewell(const Deadline &deadline) {
             append_frame(&s->control, kFarewell, nullptr, 0);
             list_pending(*s);
         }
+    // Streams whose connection never came up (the lower rank never
+    // needed it) have nothing anyone waits for.
+    auto writing = [&] {
+        for (const SendStream *p : pending)
+            if (p->fd >= 0 && !p->dead && !p->drained()) return true;
+        return false;
+    };
     Deadline until = Deadline::after_seconds(0.1);
-    while (!pending.empty() && !until.passed()) {
+    while (writing() && !until.passed()) {
         pump_pending();
         std::this_thread::yield();
     }
