@@ -365,22 +365,22 @@ Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode
     }
     std::vector<std::string> all;
     NNPCCL_TRY(comm.bootstrap->allgather(mine + (asked == NetTransport::Auto ? " auto" : " asked"), deadline, &all));
-    bool same = true, any_asked = false;
-    int differs = 0;
+    bool any_asked = false;
+    int differs = -1; // the first rank whose choice is not this rank's
+    std::string theirs;
     for (size_t r = 0; r < all.size(); ++r) {
         const std::string choice = all[r].substr(0, all[r].find(' '));
         any_asked = any_asked || all[r].find(" asked") != std::string::npos;
-        if (choice != mine && same) {
-            same = false;
+        if (choice != mine && differs < 0) {
             differs = static_cast<int>(r);
+            theirs = choice;
         }
     }
-    if (!same && any_asked)
+    if (differs >= 0 && any_asked)
         return invalid_usage("NNPCCL_NET_TRANSPORT: rank %d reaches other hosts over %s, rank %d over %s; set it alike "
                              "on every rank",
-                             comm.rank, mine.c_str(), differs,
-                             all[static_cast<size_t>(differs)].substr(0, all[static_cast<size_t>(differs)].find(' ')).c_str());
-    if (!same) {
+                             comm.rank, mine.c_str(), differs, theirs.c_str());
+    if (differs >= 0) {
         mine = "socket";
         why = "the ranks' libfabric providers differ";
     }

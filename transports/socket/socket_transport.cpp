@@ -407,11 +407,9 @@ void SocketTransport::Impl::fail_send(SendStream &s, int err) {
     const bool unsent = s.sent_seq != s.send_seq;
     // The pair's other channels first: this one's own end may be what
     // reading it finds, and its farewell may have gone on another.
-    for (int pass = 0; pass < 2; ++pass)
-        for (int channel = 0; channel < channels; ++channel)
-            if (auto &r = recvs[static_cast<size_t>(s.peer * channels + channel)];
-                r && r->fd >= 0 && (channel == s.channel) == (pass == 1))
-                pump_recv(*r, nullptr, false);
+    for (int k = 1; k <= channels; ++k) // s.channel last
+        if (auto &r = recvs[static_cast<size_t>(s.peer * channels + (s.channel + k) % channels)]; r && r->fd >= 0)
+            pump_recv(*r, nullptr, false);
     if (auto &r = recvs[static_cast<size_t>(s.peer * channels + s.channel)]) r->closed = true;
     close_connection(s.peer, s.channel);
     if (liveness.has_left(s.peer) || !unsent) {

@@ -2,11 +2,11 @@
 // when no faster fabric is there (or any rank, with
 // NNPCCL_TRANSPORT=socket). It does over TCP what the ofi transport does
 // through libfabric's tcp providers, with the few system calls a message
-// needs and nothing else: where libfabric's net provider made about 100
-// calls per 512 KiB allreduce and rank (72 of them epoll_wait from
+// needs and nothing else: where libfabric's net provider makes about 100
+// calls per 512 KiB allreduce and rank (74 of them epoll_wait from
 // polling its completion queue), this makes one send per message and a
-// receive per arriving piece (docs/performance.md, "TCP on nnpccl's own
-// sockets").
+// receive per arriving piece, about 58 in all, most of them the spinning
+// wait's (docs/performance.md, "TCP on nnpccl's own sockets").
 //
 // Every pair of ranks has a connection per channel, which carries that
 // channel's streams both ways (so each side's acknowledgements ride on its
