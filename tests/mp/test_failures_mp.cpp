@@ -6,13 +6,17 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -319,6 +323,58 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
 
 TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s, over sockets", "[mp][dead-peer][socket]") {
     kill_one_of_four("socket");
+}
+
+namespace {
+
+// Leaves this process no free file descriptor: its soft limit drops to one
+// past the highest open descriptor, and every free one below is taken.
+bool use_up_file_descriptors() {
+    int highest = 0;
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == nullptr) return false;
+    while (const dirent *entry = readdir(dir)) highest = std::max(highest, std::atoi(entry->d_name));
+    closedir(dir);
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+    limit.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+    while (dup(0) >= 0) {
+    }
+    return errno == EMFILE;
+}
+
+} // namespace
+
+TEST_CASE("over sockets, a rank out of file descriptors fails every rank, saying so", "[mp][socket]") {
+    // Connections open at first use: rank 0 (the lower) connects and rank 1
+    // accepts, so each side's shortage is met on its own path.
+    static int short_rank = 0;
+    short_rank = GENERATE(0, 1);
+    CAPTURE(short_rank);
+    setenv("NNPCCL_TRANSPORT", "socket", 1);
+    CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 30); // far beyond the 10 s allowed below
+              if (comm == nullptr) return 1;
+              if (rank == short_rank && !use_up_file_descriptors()) {
+                  std::fprintf(stderr, "rank %d: could not use up its file descriptors\n", rank);
+                  return 1;
+              }
+              std::vector<float> buf(1 << 18, 1.0f);
+              const auto t0 = std::chrono::steady_clock::now();
+              const nnpccl_result_t rc =
+                  nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              const std::string message = nnpccl_get_last_error(comm);
+              const nnpccl_result_t expected = rank == short_rank ? NNPCCL_ERR_SYSTEM : NNPCCL_ERR_REMOTE;
+              const bool ok = rc == expected && seconds < 10 && message.find("ulimit -n") != std::string::npos;
+              if (!ok)
+                  std::fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, nnpccl_get_error_string(rc), seconds,
+                               message.c_str());
+              nnpccl_comm_abort(comm);
+              return ok ? 0 : 1;
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
 }
 
 TEST_CASE("abort from another thread ends a blocked collective on every rank", "[mp][abort]") {

@@ -64,6 +64,16 @@ constexpr auto kHelloPatience = std::chrono::seconds(10);
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 
+// This process, not its peer, lacks what a new connection needs: the
+// communicator cannot go on, and the message must not blame the peer.
+bool out_of_resources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
+
+Status out_of_resources_error(const char *what, int err) {
+    return system_error("socket: %s: %s (this process is out of file descriptors or kernel memory; raise its limit "
+                        "of open files, ulimit -n)",
+                        what, std::strerror(err));
+}
+
 // Why a connection to `peer` broke, as its error says: a host gone
 // silent (the network between cut, or the host powered off: the kernel
 // gave up on it) or a process that died.
@@ -176,6 +186,9 @@ struct SocketTransport::Impl {
     size_t slot_bytes = 0;
     std::string description;
     int listener = -1;
+    // accept() failed for want of descriptors: the listener is no longer
+    // watched (it would stay readable, and every wait would spin on it).
+    bool listener_starved = false;
     uint64_t token = 0;
     std::vector<SockAddr> addresses;
     std::vector<uint64_t> tokens;
@@ -294,7 +307,9 @@ void SocketTransport::Impl::ensure_connection(int peer, int channel) {
         const int err = errno;
         close_fd(fd);
         s.dead = r.closed = true;
-        if (!liveness.has_left(peer))
+        if (out_of_resources(err))
+            record_error(out_of_resources_error(format("connecting to rank %d", peer).c_str(), err));
+        else if (!liveness.has_left(peer))
             record_error(remote_error("socket: connecting to rank %d at %s failed: %s", peer, to.to_string().c_str(),
                                       broken_because(peer, err).c_str()));
         count_event();
@@ -445,8 +460,14 @@ RecvStream &SocketTransport::Impl::recv_stream(int peer, int channel) {
 }
 
 void SocketTransport::Impl::accept_pending() {
-    while (listener >= 0) {
+    while (listener >= 0 && !listener_starved) {
         const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && out_of_resources(errno)) {
+            // The peer's connection stays queued, unanswered, until this
+            // rank's failure reaches it through the bootstrap.
+            listener_starved = true;
+            record_error(out_of_resources_error("taking a peer's connection", errno));
+        }
         if (fd < 0) break; // none waiting, or one that gave up before it was taken
         prepare_connection(fd);
         accepted.push_back(Accepted{fd, {}, 0, Clock::now()});
@@ -927,7 +948,7 @@ void SocketTransport::wait_for_event(uint64_t seen, int timeout_ms) {
             owners.push_back(owner);
             is_send.push_back(send);
         };
-        if (im.listener >= 0) watch(im.listener, POLLIN, nullptr, false);
+        if (im.listener >= 0 && !im.listener_starved) watch(im.listener, POLLIN, nullptr, false);
         for (Accepted &a : im.accepted) watch(a.fd, POLLIN, nullptr, false);
         for (auto &r : im.recvs) {
             if (!r || r->fd < 0) continue;
