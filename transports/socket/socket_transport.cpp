@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -96,13 +98,37 @@ std::string broken_because(int peer, int err) {
 // control, so a receiver that is seconds late holds the window at zero,
 // and a user timeout would abort a connection whose peer answers every
 // probe. Hosts that vanish are the bootstrap's to notice.
-void prepare_connection(int fd) {
+//
+// And a fixed receive buffer, where `receive_buffer` is not 0 (see
+// receive_buffer_bytes()).
+void prepare_connection(int fd, int receive_buffer) {
+    if (receive_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     int one = 1, idle = 2, interval = 1, count = 3;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+// The receive buffer each data connection asks for: room for a stream's
+// whole ring of slots (`ring_bytes`), so the window never holds back part
+// of a message. Autotuning starts the window small and grows it with what
+// it measures; while it is smaller than a message, the message's rest
+// leaves only as the receiver acknowledges, and on one host the kernel
+// sends it from the receiver's core, which then does both ranks' work
+// (docs/performance.md, "Receive buffers"). As much of that as the system
+// lets a process ask for (net.core.rmem_max; the kernel doubles it for
+// its own overhead), where that is at least two messages, `message_bytes`
+// (a 2-rank allreduce sends two back to back): a smaller fixed buffer
+// would do worse than autotuning, which may grow past that limit. 0:
+// autotuning.
+int receive_buffer_bytes(size_t ring_bytes, size_t message_bytes) {
+    long long allowed = 0;
+    std::ifstream("/proc/sys/net/core/rmem_max") >> allowed;
+    if (allowed <= 0) return 0;
+    const size_t asked = std::min({ring_bytes, static_cast<size_t>(allowed), static_cast<size_t>(INT_MAX / 2)});
+    return asked >= 2 * message_bytes ? static_cast<int>(asked) : 0;
 }
 
 struct SendOp {
@@ -189,6 +215,7 @@ struct SocketTransport::Impl {
     // accept() failed for want of descriptors: the listener is no longer
     // watched (it would stay readable, and every wait would spin on it).
     bool listener_starved = false;
+    int receive_buffer = 0; // receive_buffer_bytes()
     uint64_t token = 0;
     std::vector<SockAddr> addresses;
     std::vector<uint64_t> tokens;
@@ -301,7 +328,7 @@ void SocketTransport::Impl::ensure_connection(int peer, int channel) {
     }
     const SockAddr &to = addresses[static_cast<size_t>(peer)];
     int fd = socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0) prepare_connection(fd);
+    if (fd >= 0) prepare_connection(fd, receive_buffer);
     if (fd < 0 ||
         (connect(fd, reinterpret_cast<const sockaddr *>(&to.storage), to.length) != 0 && errno != EINPROGRESS)) {
         const int err = errno;
@@ -469,7 +496,7 @@ void SocketTransport::Impl::accept_pending() {
             record_error(out_of_resources_error("taking a peer's connection", errno));
         }
         if (fd < 0) break; // none waiting, or one that gave up before it was taken
-        prepare_connection(fd);
+        prepare_connection(fd, receive_buffer);
         accepted.push_back(Accepted{fd, {}, 0, Clock::now()});
     }
     const Clock::time_point now = Clock::now();
@@ -785,6 +812,10 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     local.set_port(0);
     SockAddr bound;
     NNPCCL_TRY(listen_tcp(local, &impl->listener, &bound));
+    impl->receive_buffer = receive_buffer_bytes(static_cast<size_t>(impl->slots) * message_bytes, message_bytes);
+    // Accepted connections inherit it, from their first segment on.
+    if (impl->receive_buffer > 0)
+        setsockopt(impl->listener, SOL_SOCKET, SO_RCVBUF, &impl->receive_buffer, sizeof impl->receive_buffer);
     if (fcntl(impl->listener, F_SETFL, fcntl(impl->listener, F_GETFL) | O_NONBLOCK) != 0)
         return errno_error("socket: making the listener nonblocking");
     std::random_device entropy;
@@ -809,8 +840,10 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     impl->sends.resize(streams);
     impl->recvs.resize(streams);
     impl->liveness.start(impl->rank, impl->nranks);
-    LOG_INFO("socket transport: %s, %d slots of %zu bytes per stream", impl->description.c_str(), impl->slots,
-             impl->slot_bytes);
+    LOG_INFO("socket transport: %s, %d slots of %zu bytes per stream, receive buffers %s", impl->description.c_str(),
+             impl->slots, impl->slot_bytes,
+             impl->receive_buffer > 0 ? format("of %d bytes", impl->receive_buffer).c_str()
+                                      : "autotuned (net.core.rmem_max is below two messages)");
     out->reset(new SocketTransport(std::move(impl)));
     return Status::ok();
 }
