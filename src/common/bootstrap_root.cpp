@@ -79,6 +79,10 @@ private:
     std::string failure_why_;
     nnpccl_result_t failure_code_ = NNPCCL_ERR_REMOTE;
     long evicted_ = 0; // connections dropped for kMaxConnectionsBeforeHello
+    // accept() failed for want of descriptors: the listener, which would
+    // stay readable and make every poll return at once, is no longer
+    // watched; ranks not yet taken wait out their join deadline.
+    bool out_of_descriptors_ = false;
 };
 
 int RootServer::joined_count() const {
@@ -120,6 +124,16 @@ void RootServer::accept_new() {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            out_of_descriptors_ = true;
+            int open = 0;
+            for (const Peer &p : peers_) open += p.fd >= 0 ? 1 : 0;
+            fail_job(format("the rendezvous root cannot take another rank's connection: %s, with %d open; a job "
+                            "of N ranks needs N descriptors in the process that made the unique id: raise its "
+                            "limit of open files (ulimit -n)",
+                            std::strerror(errno), open),
+                     NNPCCL_ERR_SYSTEM);
+        }
         if (fd < 0) return;
         watch_for_silent_host(fd);
         Peer p;
@@ -317,7 +331,7 @@ void RootServer::run() {
         // A job that failed before every rank joined keeps answering until
         // the join deadline, so that the ranks still on their way learn why
         // rather than find nobody listening and wait for their deadline.
-        const bool joining = !all_joined_ && !join_deadline_.passed();
+        const bool joining = !all_joined_ && !join_deadline_.passed() && !out_of_descriptors_;
         if (joining) {
             fds.push_back({listen_fd_, POLLIN, 0});
             owners.push_back(nullptr);

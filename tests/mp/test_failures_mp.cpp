@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <dirent.h>
 #include <signal.h>
@@ -327,9 +328,10 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
 
 namespace {
 
-// Leaves this process no free file descriptor: its soft limit drops to one
-// past the highest open descriptor, and every free one below is taken.
-bool use_up_file_descriptors() {
+// Leaves this process `spare` free file descriptors: its soft limit drops
+// to one past the highest open descriptor, every free one below is taken,
+// and then `spare` of those are given back.
+bool use_up_file_descriptors(int spare = 0) {
     int highest = 0;
     DIR *dir = opendir("/proc/self/fd");
     if (dir == nullptr) return false;
@@ -339,9 +341,11 @@ bool use_up_file_descriptors() {
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
     limit.rlim_cur = static_cast<rlim_t>(highest) + 1;
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
-    while (dup(0) >= 0) {
-    }
-    return errno == EMFILE;
+    std::vector<int> taken;
+    for (int fd = dup(0); fd >= 0; fd = dup(0)) taken.push_back(fd);
+    if (errno != EMFILE || taken.size() < static_cast<size_t>(spare)) return false;
+    for (int i = 0; i < spare; ++i) close(taken[taken.size() - 1 - static_cast<size_t>(i)]);
+    return true;
 }
 
 } // namespace
@@ -375,6 +379,79 @@ TEST_CASE("over sockets, a rank out of file descriptors fails every rank, saying
               return ok ? 0 : 1;
           }) == 0);
     unsetenv("NNPCCL_TRANSPORT");
+}
+
+TEST_CASE("a rendezvous root out of file descriptors fails the job, saying so, and does not spin",
+          "[mp][bootstrap]") {
+    // The root's process can take two of four ranks' connections. The two
+    // it took hear why the job failed; the others find the root gone (it
+    // ends once it has told the ranks it has) or, at worst, wait out their
+    // deadline; no rank waits past it, and the root's process never spins.
+    constexpr int kRanks = 4, kTaken = 2, kTimeoutSec = 6;
+    int id_pipe[2], over_pipe[2];
+    REQUIRE(pipe(id_pipe) == 0);
+    REQUIRE(pipe(over_pipe) == 0);
+    std::fflush(stderr);
+    const pid_t root_holder = fork();
+    REQUIRE(root_holder >= 0);
+    if (root_holder == 0) {
+        close(id_pipe[0]);
+        close(over_pipe[1]);
+        setenv("NNPCCL_TIMEOUT", std::to_string(kTimeoutSec).c_str(), 1);
+        nnpccl_unique_id_t id;
+        if (nnpccl_get_unique_id(&id) != NNPCCL_SUCCESS) _exit(2);
+        if (write(id_pipe[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(2);
+        close(id_pipe[1]);
+        if (!use_up_file_descriptors(kTaken)) _exit(3);
+        char ignored;
+        while (read(over_pipe[0], &ignored, 1) < 0 && errno == EINTR) {
+        }
+        _exit(0);
+    }
+    close(id_pipe[1]);
+    close(over_pipe[0]);
+    static nnpccl_unique_id_t starved_id;
+    REQUIRE(read(id_pipe[0], &starved_id, sizeof starved_id) == static_cast<ssize_t>(sizeof starved_id));
+    close(id_pipe[0]);
+    std::vector<int> statuses;
+    // Each rank joins the starved root's job (run_local_ranks's own root is
+    // left alone). Exit 0: failed naming the shortage; 1: failed otherwise;
+    // 2: joined, or failed past its deadline.
+    run_local_ranks(
+        kRanks,
+        [](int rank, int nranks, const nnpccl_unique_id_t &) {
+            nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+            cfg.timeout_sec = kTimeoutSec;
+            nnpccl_comm_t comm = nullptr;
+            const auto t0 = std::chrono::steady_clock::now();
+            const nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, nranks, starved_id, rank, &cfg);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const std::string message = nnpccl_get_last_error(nullptr);
+            const bool told = message.find("ulimit -n") != std::string::npos;
+            std::fprintf(stderr, "rank %d: %s after %.1f s: %s\n", rank, nnpccl_get_error_string(rc), seconds,
+                         message.c_str());
+            if (comm != nullptr || rc == NNPCCL_SUCCESS || seconds > kTimeoutSec + 3) return 2;
+            return told ? 0 : 1;
+        },
+        false, &statuses);
+    close(over_pipe[1]);
+    int status = 0;
+    rusage usage{};
+    REQUIRE(wait4(root_holder, &status, 0, &usage) == root_holder);
+    const double root_cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                            static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    CAPTURE(root_cpu);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    REQUIRE(statuses.size() == static_cast<size_t>(kRanks));
+    int told = 0;
+    for (int s : statuses) {
+        CHECK((s == 0 || s == 1));
+        told += s == 0;
+    }
+    CHECK(told >= 1);
+    // Spinning on its readable listener, it would burn a core for seconds.
+    CHECK(root_cpu < 1.0);
 }
 
 TEST_CASE("abort from another thread ends a blocked collective on every rank", "[mp][abort]") {
