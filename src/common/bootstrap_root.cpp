@@ -81,7 +81,8 @@ private:
     long evicted_ = 0; // connections dropped for kMaxConnectionsBeforeHello
     // accept() failed for want of descriptors: the listener, which would
     // stay readable and make every poll return at once, is no longer
-    // watched; ranks not yet taken wait out their join deadline.
+    // watched. The root ends once it has told the ranks it took, and the
+    // ranks still queued find their connection closed unwelcomed.
     bool out_of_descriptors_ = false;
 };
 
