@@ -81,8 +81,9 @@ private:
     long evicted_ = 0; // connections dropped for kMaxConnectionsBeforeHello
     // accept() failed for want of descriptors: the listener, which would
     // stay readable and make every poll return at once, is no longer
-    // watched. The root ends once it has told the ranks it took, and the
-    // ranks still queued find their connection closed unwelcomed.
+    // watched. The root ends once it has told the ranks it took: ranks
+    // still queued find their connection closed unwelcomed, later ones
+    // find no root and wait out their deadline.
     bool out_of_descriptors_ = false;
 };
 

@@ -329,8 +329,8 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
 namespace {
 
 // Leaves this process `spare` free file descriptors: its soft limit drops
-// to one past the highest open descriptor, every free one below is taken,
-// and then `spare` of those are given back.
+// to `spare` past the highest open descriptor, every free one below is
+// taken, and then `spare` of those are given back.
 bool use_up_file_descriptors(int spare = 0) {
     int highest = 0;
     DIR *dir = opendir("/proc/self/fd");
@@ -339,7 +339,7 @@ bool use_up_file_descriptors(int spare = 0) {
     closedir(dir);
     rlimit limit{};
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
-    limit.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    limit.rlim_cur = static_cast<rlim_t>(highest) + 1 + static_cast<rlim_t>(spare);
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
     std::vector<int> taken;
     for (int fd = dup(0); fd >= 0; fd = dup(0)) taken.push_back(fd);
@@ -401,8 +401,9 @@ TEST_CASE("a rendezvous root out of file descriptors fails the job, saying so, a
         nnpccl_unique_id_t id;
         if (nnpccl_get_unique_id(&id) != NNPCCL_SUCCESS) _exit(2);
         if (write(id_pipe[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(2);
+        const char ready = use_up_file_descriptors(kTaken) ? 'R' : 'F';
+        if (write(id_pipe[1], &ready, 1) != 1 || ready != 'R') _exit(3);
         close(id_pipe[1]);
-        if (!use_up_file_descriptors(kTaken)) _exit(3);
         char ignored;
         while (read(over_pipe[0], &ignored, 1) < 0 && errno == EINTR) {
         }
@@ -412,7 +413,14 @@ TEST_CASE("a rendezvous root out of file descriptors fails the job, saying so, a
     close(over_pipe[0]);
     static nnpccl_unique_id_t starved_id;
     REQUIRE(read(id_pipe[0], &starved_id, sizeof starved_id) == static_cast<ssize_t>(sizeof starved_id));
+    char ready = 0;
+    const bool starved = read(id_pipe[0], &ready, 1) == 1 && ready == 'R';
     close(id_pipe[0]);
+    if (!starved) { // the root's process has exited: no rank would reach it
+        close(over_pipe[1]);
+        waitpid(root_holder, nullptr, 0);
+        FAIL("the root's process could not use up its file descriptors");
+    }
     std::vector<int> statuses;
     // Each rank joins the starved root's job (run_local_ranks's own root is
     // left alone). Exit 0: failed naming the shortage; 1: failed otherwise;
