@@ -111,13 +111,15 @@ void prepare_connection(int fd, int receive_buffer) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
-// The receive buffer each data connection asks for: room for a stream's
-// whole ring of slots (`ring_bytes`), so the window never holds back part
-// of a message. Autotuning starts the window small and grows it with what
-// it measures; while it is smaller than a message, the message's rest
-// leaves only as the receiver acknowledges, and on one host the kernel
-// sends it from the receiver's core, which then does both ranks' work
-// (docs/performance.md, "Receive buffers"). As much of that as the system
+// The receive buffer a connection between two ranks on one host asks
+// for: room for a stream's whole ring of slots (`ring_bytes`), so the
+// window never holds back part of a message. Autotuning starts the window
+// small and grows it with what it measures; while it is smaller than a
+// message, the message's rest leaves only as the receiver acknowledges,
+// and on one host the kernel sends it from the receiver's core, which then
+// does both ranks' work (docs/performance.md, "Receive buffers"). Between
+// hosts autotuning stays: it sizes the window to the path, and a fixed
+// large one was slower over capped links. As much of that as the system
 // lets a process ask for (net.core.rmem_max; the kernel doubles it for
 // its own overhead), where that is at least two messages, `message_bytes`
 // (a 2-rank allreduce sends two back to back): a smaller fixed buffer
@@ -129,6 +131,27 @@ int receive_buffer_bytes(size_t ring_bytes, size_t message_bytes) {
     if (allowed <= 0) return 0;
     const size_t asked = std::min({ring_bytes, static_cast<size_t>(allowed), static_cast<size_t>(INT_MAX / 2)});
     return asked >= 2 * message_bytes ? static_cast<int>(asked) : 0;
+}
+
+// Whether two socket addresses name the same IP address: the ends of a
+// connection within one host (loopback, or one interface's address).
+bool same_address(const sockaddr_storage &a, const sockaddr_storage &b) {
+    if (a.ss_family != b.ss_family) return false;
+    if (a.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in &>(a).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in &>(b).sin_addr.s_addr;
+    if (a.ss_family == AF_INET6)
+        return std::memcmp(&reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr,
+                           &reinterpret_cast<const sockaddr_in6 &>(b).sin6_addr, sizeof(in6_addr)) == 0;
+    return false;
+}
+
+// Whether an accepted connection comes from this host.
+bool from_this_host(int fd) {
+    sockaddr_storage mine{}, theirs{};
+    socklen_t mine_length = sizeof mine, theirs_length = sizeof theirs;
+    return getsockname(fd, reinterpret_cast<sockaddr *>(&mine), &mine_length) == 0 &&
+           getpeername(fd, reinterpret_cast<sockaddr *>(&theirs), &theirs_length) == 0 && same_address(mine, theirs);
 }
 
 struct SendOp {
@@ -215,7 +238,8 @@ struct SocketTransport::Impl {
     // accept() failed for want of descriptors: the listener is no longer
     // watched (it would stay readable, and every wait would spin on it).
     bool listener_starved = false;
-    int receive_buffer = 0; // receive_buffer_bytes()
+    int receive_buffer = 0; // receive_buffer_bytes(), for connections within this host
+    SockAddr bound;         // the listener's address
     uint64_t token = 0;
     std::vector<SockAddr> addresses;
     std::vector<uint64_t> tokens;
@@ -328,7 +352,7 @@ void SocketTransport::Impl::ensure_connection(int peer, int channel) {
     }
     const SockAddr &to = addresses[static_cast<size_t>(peer)];
     int fd = socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0) prepare_connection(fd, receive_buffer);
+    if (fd >= 0) prepare_connection(fd, same_address(to.storage, bound.storage) ? receive_buffer : 0);
     if (fd < 0 ||
         (connect(fd, reinterpret_cast<const sockaddr *>(&to.storage), to.length) != 0 && errno != EINPROGRESS)) {
         const int err = errno;
@@ -496,7 +520,7 @@ void SocketTransport::Impl::accept_pending() {
             record_error(out_of_resources_error("taking a peer's connection", errno));
         }
         if (fd < 0) break; // none waiting, or one that gave up before it was taken
-        prepare_connection(fd, receive_buffer);
+        prepare_connection(fd, from_this_host(fd) ? receive_buffer : 0);
         accepted.push_back(Accepted{fd, {}, 0, Clock::now()});
     }
     const Clock::time_point now = Clock::now();
@@ -813,9 +837,7 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     SockAddr bound;
     NNPCCL_TRY(listen_tcp(local, &impl->listener, &bound));
     impl->receive_buffer = receive_buffer_bytes(static_cast<size_t>(impl->slots) * message_bytes, message_bytes);
-    // Accepted connections inherit it, from their first segment on.
-    if (impl->receive_buffer > 0)
-        setsockopt(impl->listener, SOL_SOCKET, SO_RCVBUF, &impl->receive_buffer, sizeof impl->receive_buffer);
+    impl->bound = bound;
     if (fcntl(impl->listener, F_SETFL, fcntl(impl->listener, F_GETFL) | O_NONBLOCK) != 0)
         return errno_error("socket: making the listener nonblocking");
     std::random_device entropy;
@@ -842,7 +864,7 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     impl->liveness.start(impl->rank, impl->nranks);
     LOG_INFO("socket transport: %s, %d slots of %zu bytes per stream, receive buffers %s", impl->description.c_str(),
              impl->slots, impl->slot_bytes,
-             impl->receive_buffer > 0 ? format("of %d bytes", impl->receive_buffer).c_str()
+             impl->receive_buffer > 0 ? format("of %d bytes within this host", impl->receive_buffer).c_str()
                                       : "autotuned (net.core.rmem_max is below two messages)");
     out->reset(new SocketTransport(std::move(impl)));
     return Status::ok();
