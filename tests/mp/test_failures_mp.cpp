@@ -353,6 +353,13 @@ bool use_up_file_descriptors(int spare = 0) {
 TEST_CASE("over sockets, a rank out of file descriptors fails every rank, saying so", "[mp][socket]") {
     // Connections open at first use: rank 0 (the lower) connects and rank 1
     // accepts, so each side's shortage is met on its own path.
+#if defined(__SANITIZE_ADDRESS__)
+    // The sanitizers test whether memory is readable through a pipe of
+    // their own: in a rank with no descriptor left, UBSan's vptr check
+    // reports every virtual call as an error. The plain suite runs it.
+    WARN("skipped under the sanitizers, which need descriptors of their own");
+    return;
+#endif
     static int short_rank = 0;
     short_rank = GENERATE(0, 1);
     CAPTURE(short_rank);
