@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "socket.hpp"
 
 namespace nnpccl {
 
@@ -126,7 +127,7 @@ void RootServer::accept_new() {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr *>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+        if (fd < 0 && out_of_resources(errno)) {
             out_of_descriptors_ = true;
             int open = 0;
             for (const Peer &p : peers_) open += p.fd >= 0 ? 1 : 0;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <string>
 
@@ -71,6 +72,12 @@ void watch_for_silent_host(int fd);
 // A listening, close-on-exec socket bound to addr (port 0 = any); *bound gets
 // the actual address.
 Status listen_tcp(const SockAddr &addr, int *fd, SockAddr *bound);
+
+// Whether socket(), connect() or accept() failed with `err` for want of
+// this process's own resources (file descriptors, kernel memory), not
+// because of the other end: the message must say so, and a listener that
+// stays readable must no longer be polled.
+inline bool out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
 // Connects, retrying refused or unreachable attempts until the deadline.
 // These three also end early, with stopped_error(), once `stop` is raised.

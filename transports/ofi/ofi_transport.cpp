@@ -74,10 +74,6 @@ constexpr size_t kSplitMinBytes = 256 * 1024;
 constexpr uint64_t kPayloadBit = uint64_t{1} << 63;
 constexpr auto kClaimWindow = std::chrono::microseconds(100);
 constexpr int kBeatReceives = 8;
-// Signs of life go out at PeerLiveness's pace: a sign of life may be the
-// first message to a peer, and so open a connection, which a wait cut
-// short by a failure elsewhere should not do while the job goes down (see
-// close_endpoint()).
 
 int beat_sender(uint64_t tag) { return static_cast<int>((tag >> (kSeqBits + kChannelBits)) & 0xffff); }
 
@@ -433,6 +429,10 @@ bool OfiTransport::Impl::post_recv(SlotOp *op) {
     return true;
 }
 
+// Signs of life go out at PeerLiveness's pace, never sooner: one may be
+// the first message to a peer, and so open a connection, which a wait cut
+// short by a failure elsewhere should not do while the job goes down (see
+// close_endpoint()).
 void OfiTransport::Impl::beat() {
     if (!liveness.beat_due(events.load(std::memory_order_relaxed)) || ep == nullptr || !error.is_ok()) return;
     for (int peer = 0; peer < nranks; ++peer) {

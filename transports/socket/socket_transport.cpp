@@ -66,10 +66,8 @@ constexpr auto kHelloPatience = std::chrono::seconds(10);
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 
-// This process, not its peer, lacks what a new connection needs: the
-// communicator cannot go on, and the message must not blame the peer.
-bool out_of_resources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
-
+// This process, not its peer, lacks what a new connection needs
+// (out_of_resources()): the communicator cannot go on.
 Status out_of_resources_error(const char *what, int err) {
     return system_error("socket: %s: %s (this process is out of file descriptors or kernel memory; raise its limit "
                         "of open files, ulimit -n)",
