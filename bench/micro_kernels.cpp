@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "reduce.hpp"
+#include "reduce_kernels.hpp"
 #include "dtype.hpp"
 
 namespace {
@@ -36,6 +38,33 @@ void BM_reduce(benchmark::State &state, nnpccl_datatype_t dt) {
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 
+// One kernel set's own sum, whichever set reduce() runs: the library
+// times the vector sets' 16-bit sums once per process and keeps the
+// fastest (NNPCCL_DEBUG=INFO says which), and these show why.
+void BM_kernel_set(benchmark::State &state, nnpccl::kernels::ReduceFn sum, nnpccl_datatype_t dt) {
+    const size_t bytes = static_cast<size_t>(state.range(0));
+    const size_t count = bytes / nnpccl::datatype_size(dt);
+    Buffers buf(bytes);
+    for (auto _ : state) {
+        sum(buf.d, buf.a, buf.b, count, NNPCCL_SUM, 1);
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+}
+
+void register_kernel_sets() {
+    nnpccl::kernels::KernelSet sets[nnpccl::kernels::kMaxKernelSets];
+    const int n = nnpccl::kernels::usable_kernel_sets(sets);
+    for (int i = 1; i < n; ++i) {
+        for (nnpccl_datatype_t dt : {NNPCCL_FLOAT16, NNPCCL_BFLOAT16}) {
+            const std::string name = std::string("BM_kernel_set/") + sets[i].name + "/" + nnpccl::datatype_name(dt);
+            benchmark::RegisterBenchmark(name.c_str(), BM_kernel_set, sets[i].reduce[dt], dt)
+                ->Arg(256 << 10)
+                ->Arg(4 << 20);
+        }
+    }
+}
+
 } // namespace
 
 // 256 KiB per buffer (three of them fit in L2), the 512 KiB default
@@ -46,4 +75,11 @@ BENCHMARK_CAPTURE(BM_reduce, bfloat16, NNPCCL_BFLOAT16)->Arg(256 << 10)->Arg(512
 BENCHMARK_CAPTURE(BM_reduce, float64, NNPCCL_FLOAT64)->Arg(512 << 10);
 BENCHMARK_CAPTURE(BM_reduce, int8, NNPCCL_INT8)->Arg(512 << 10);
 
-BENCHMARK_MAIN();
+int main(int argc, char **argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    register_kernel_sets();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -20,6 +21,7 @@
 
 #include "dtype.hpp"
 #include "log.hpp"
+#include "status.hpp"
 #include "reduce_kernels.hpp"
 
 namespace nnpccl {
@@ -184,11 +186,56 @@ kernels::KernelSet overlay(const kernels::KernelSet &below, const kernels::Kerne
     return set;
 }
 
+// The best of kRounds interleaved timings of kCalls sums of 8192 `dt`
+// elements (16 KiB per buffer: the three fit in L2) by each candidate, in
+// nanoseconds; returns the index of the fastest in `candidates`.
+size_t fastest_sum(const std::vector<kernels::ReduceFn> &candidates, nnpccl_datatype_t dt) {
+    constexpr size_t kCount = 8192;
+    constexpr int kRounds = 7, kCalls = 4;
+    const size_t bytes = kCount * datatype_size(dt);
+    std::vector<unsigned char> a(bytes, 0x3c), b(bytes, 0x3c), out(bytes, 0);
+    std::vector<double> best(candidates.size(), 0);
+    for (int round = 0; round <= kRounds; ++round) {
+        for (size_t c = 0; c < candidates.size(); ++c) {
+            const auto start = std::chrono::steady_clock::now();
+            for (int call = 0; call < kCalls; ++call) candidates[c](out.data(), a.data(), b.data(), kCount, NNPCCL_SUM, 1);
+            const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+            // Round 0 warms the caches and the wider units.
+            if (round == 1 || (round > 1 && ns < best[c])) best[c] = ns;
+        }
+    }
+    return static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+}
+
+// The widest set is not always the fastest for the 16-bit types: where a
+// core splits 512-bit operations in two (AMD's Zen 4), its 512-bit
+// float16 conversions are slower than twice the 256-bit ones, so AVX2's
+// float16 sum beats AVX-512's there (docs/performance.md, "float16 on a
+// CPU that splits 512-bit operations"). So for float16 and bfloat16 the first
+// use times every vector set's sum and keeps the fastest; they are all
+// bit-exact with the reference, so the choice changes speed, never a
+// result. Cost: about 0.1 ms once per process.
 kernels::KernelSet choose_kernels() {
     kernels::KernelSet sets[kernels::kMaxKernelSets];
     const int n = kernels::usable_kernel_sets(sets);
-    LOG_INFO("reduction kernels: %s", sets[n - 1].name);
-    return sets[n - 1];
+    kernels::KernelSet chosen = sets[n - 1];
+    std::string choices;
+    for (nnpccl_datatype_t dt : {NNPCCL_FLOAT16, NNPCCL_BFLOAT16}) {
+        std::vector<kernels::ReduceFn> candidates;
+        std::vector<int> owners;
+        for (int i = n > 1 ? 1 : 0; i < n; ++i) {
+            if (std::find(candidates.begin(), candidates.end(), sets[i].reduce[dt]) != candidates.end()) continue;
+            candidates.push_back(sets[i].reduce[dt]);
+            owners.push_back(i);
+        }
+        if (candidates.size() < 2) continue;
+        const int owner = owners[fastest_sum(candidates, dt)];
+        chosen.reduce[dt] = sets[owner].reduce[dt];
+        chosen.divide[dt] = sets[owner].divide[dt];
+        choices += format(", %s: %s (timed)", datatype_name(dt), sets[owner].name);
+    }
+    LOG_INFO("reduction kernels: %s%s", chosen.name, choices.c_str());
+    return chosen;
 }
 
 // The best µs per byte of a sum of `dt` over 64 KiB. The first run warms

@@ -45,7 +45,10 @@ constexpr int kMaxKernelSets = 4;
 // and the best last; returns how many.
 int usable_kernel_sets(KernelSet (&sets)[kMaxKernelSets]);
 
-// The best usable set, chosen on first use (thread-safe) and logged at INFO.
+// The best usable set, chosen on first use (thread-safe) and logged at INFO:
+// the widest, except that float16's and bfloat16's kernels are the vector
+// set's whose sum was timed fastest on this CPU (reduce.cpp,
+// choose_kernels). The name is the widest set's.
 const KernelSet &active_kernels();
 
 } // namespace nnpccl::kernels

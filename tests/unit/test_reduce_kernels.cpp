@@ -197,7 +197,17 @@ TEST_CASE("every kernel set this CPU runs matches the scalar reference bit for b
 TEST_CASE("reduce() and divide() run the best kernel set this CPU has", "[reduce][kernels]") {
     kernels::KernelSet sets[kernels::kMaxKernelSets];
     const int n = kernels::usable_kernel_sets(sets);
-    CHECK(std::string(kernels::active_kernels().name) == sets[n - 1].name);
+    const kernels::KernelSet &active = kernels::active_kernels();
+    CHECK(std::string(active.name) == sets[n - 1].name);
+    for (int d = 0; d < NNPCCL_NUM_DATATYPES; ++d) {
+        const bool timed = d == NNPCCL_FLOAT16 || d == NNPCCL_BFLOAT16;
+        // A timed choice is one vector set's kernel pair, never a mix; the
+        // other types run the widest set's.
+        bool found = false;
+        for (int i = timed && n > 1 ? 1 : n - 1; i < n; ++i)
+            found = found || (active.reduce[d] == sets[i].reduce[d] && active.divide[d] == sets[i].divide[d]);
+        CHECK(found);
+    }
     // Through the public entry points, including what they do before the
     // kernel: avg's divisor is ignored for the other ops.
     std::mt19937_64 rng(7);
