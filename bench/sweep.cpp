@@ -58,12 +58,15 @@ struct Result {
     bool not_applicable = false; // the in-place columns of sendrecv
 };
 
-// nccl-tests's number formatting: as many decimals as the width allows.
+// nccl-tests's number formatting: as many decimals as the width allows,
+// and a third below 1, where two would be steps of 1-5% in the sub-µs
+// times of small calls on shared memory (peer_bench.hpp does the same).
 std::string fmt_num(double v, int width) {
     char buf[32];
     int power = 0;
     for (double p = 1; v >= p && power < 30; p *= 10) ++power;
-    if (power < width - 2) std::snprintf(buf, sizeof buf, "%*.2f", width, v);
+    if (v < 1) std::snprintf(buf, sizeof buf, "%*.3f", width, v);
+    else if (power < width - 2) std::snprintf(buf, sizeof buf, "%*.2f", width, v);
     else if (power < width - 1) std::snprintf(buf, sizeof buf, "%*.1f", width, v);
     else if (power < width + 1) std::snprintf(buf, sizeof buf, "%*.0f", width, v);
     else std::snprintf(buf, sizeof buf, "%*.1e", width, v);

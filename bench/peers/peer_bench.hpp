@@ -561,10 +561,11 @@ template <typename T> uint64_t countWrong(const Case &c, const Buffers<T> &buffe
 // Report in nccl-tests's format
 
 // Formats v right-aligned in `width` characters with 2 decimals, or fewer
-// when 2 do not fit, so that large values keep the columns aligned.
+// when 2 do not fit, so that large values keep the columns aligned; below
+// 1, with 3, as ccl-bench does (sweep.cpp, fmt_num).
 inline std::string fitted(double v, int width) {
     char text[64];
-    for (int decimals = 2; decimals >= 0; --decimals) {
+    for (int decimals = v < 1 ? 3 : 2; decimals >= 0; --decimals) {
         std::snprintf(text, sizeof text, "%*.*f", width, decimals, v);
         if (static_cast<int>(std::strlen(text)) <= width)
             break;
