@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -743,4 +744,21 @@ TEST_CASE("shared memory is held only while in use, even when a rank is killed",
     CHECK(statuses[0] == 0);
     CHECK(statuses[1] == 0);
     CHECK(statuses[2] == 128 + SIGKILL);
+}
+
+TEST_CASE("a local job leaves the caller's own children to the caller", "[mp][launch]") {
+    // ccl-bench --np and these tests launch through run_local_ranks; a
+    // caller with children of its own must still be able to wait for them.
+    const pid_t own = fork();
+    REQUIRE(own >= 0);
+    if (own == 0) _exit(7); // exits while the job runs
+    const int status = run_local_ranks(2, [](int, int, const nnpccl_unique_id_t &) {
+        usleep(200000);
+        return 0;
+    });
+    CHECK(status == 0);
+    int own_status = 0;
+    REQUIRE(waitpid(own, &own_status, 0) == own);
+    CHECK(WIFEXITED(own_status));
+    CHECK(WEXITSTATUS(own_status) == 7);
 }

@@ -1,11 +1,14 @@
 #include "local_launch.hpp"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -26,6 +29,37 @@ bool read_exactly(int fd, void *buffer, size_t length) {
 
 bool write_exactly(int fd, const void *buffer, size_t length) {
     return write(fd, buffer, length) == static_cast<ssize_t>(length); // below PIPE_BUF: one write
+}
+
+// Reaps one of `pending` once it has exited, removes it (and its entry in
+// `pidfds`) and returns it, with its status; -1 when none is left. Only
+// these children are reaped: a caller may have others of its own, which
+// wait() would take from it. With a pidfd for each (Linux 5.3 on), the
+// wait sleeps in poll(2); without (an older kernel, no descriptor left), it
+// looks every millisecond. A child someone else reaped (a caller that
+// ignores SIGCHLD) counts as exited with status 2.
+pid_t reap_one_of(std::vector<pid_t> &pending, std::vector<int> &pidfds, int *status) {
+    while (!pending.empty()) {
+        const bool sleep_in_poll = std::find(pidfds.begin(), pidfds.end(), -1) == pidfds.end();
+        if (sleep_in_poll) {
+            std::vector<pollfd> fds;
+            for (int fd : pidfds) fds.push_back(pollfd{fd, POLLIN, 0});
+            if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return -1;
+        }
+        for (size_t i = 0; i < pending.size(); ++i) {
+            pid_t got = waitpid(pending[i], status, WNOHANG);
+            while (got < 0 && errno == EINTR) got = waitpid(pending[i], status, WNOHANG);
+            if (got == 0) continue;
+            if (got < 0) *status = 2 << 8;
+            const pid_t pid = pending[i];
+            if (pidfds[i] >= 0) close(pidfds[i]);
+            pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+            pidfds.erase(pidfds.begin() + static_cast<std::ptrdiff_t>(i));
+            return pid;
+        }
+        if (!sleep_in_poll) usleep(1000);
+    }
+    return -1;
 }
 
 void stop_children(const std::vector<pid_t> &children) {
@@ -144,18 +178,20 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
     int worst = 0;
     size_t left = children.size();
     bool root_holder_reaped = false;
+    // Whichever of the job's processes exits first, so that the first rank
+    // to fail is seen at once.
+    std::vector<pid_t> pending = children;
+    pending.push_back(root_holder);
+    std::vector<int> pidfds;
+    for (pid_t pid : pending) pidfds.push_back(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
     while (left > 0) {
         int status = 0;
-        // Any child, so that the first rank to fail is seen at once; only
-        // this job's children count (the caller may have others).
-        pid_t pid = wait(&status);
-        if (pid < 0 && errno == EINTR) continue;
+        const pid_t pid = reap_one_of(pending, pidfds, &status);
         if (pid < 0) break;
         if (pid == root_holder) { // early: its root is gone, and the ranks will say so
             root_holder_reaped = true;
             continue;
         }
-        if (std::find(children.begin(), children.end(), pid) == children.end()) continue;
         --left;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (statuses != nullptr) {
@@ -173,6 +209,8 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
         // after it would report SIGTERM (143), which is not the cause.
         if (worst == 0) worst = code;
     }
+    for (int fd : pidfds)
+        if (fd >= 0) close(fd);
     close_parent_ends(); // ends the root's process
     if (!root_holder_reaped) waitpid(root_holder, nullptr, 0);
     return worst;

@@ -15,7 +15,8 @@ using BeforeRanksStart = std::function<void(const nnpccl_unique_id_t &)>;
 // exit status for the whole job: 0 when every rank exited 0, else the first
 // rank to fail's (as mpirun reports it). With
 // `stop_others_on_failure` false the others run on (to see how they fail).
-// `statuses`, when given, receives each rank's exit status.
+// `statuses`, when given, receives each rank's exit status. Only the job's
+// own processes are reaped: the caller's other children stay its own.
 //
 // The calling process starts no thread. The id is made, and the rendezvous
 // root's thread runs, in a further child that lives as long as the job; the
