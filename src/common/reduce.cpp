@@ -186,9 +186,11 @@ kernels::KernelSet overlay(const kernels::KernelSet &below, const kernels::Kerne
     return set;
 }
 
-// The best of kRounds interleaved timings of kCalls sums of 8192 `dt`
-// elements (16 KiB per buffer: the three fit in L2) by each candidate, in
-// nanoseconds; returns the index of the fastest in `candidates`.
+// Times kCalls sums of 8192 `dt` elements (16 KiB per buffer: the three
+// fit in L2) by each candidate, in kRounds rounds that take turns after one
+// that warms up, and returns the index of the candidate whose best round
+// was the fastest: the best round is the one least disturbed by whatever
+// else the host runs.
 size_t fastest_sum(const std::vector<kernels::ReduceFn> &candidates, nnpccl_datatype_t dt) {
     constexpr size_t kCount = 8192;
     constexpr int kRounds = 7, kCalls = 4;
@@ -209,12 +211,12 @@ size_t fastest_sum(const std::vector<kernels::ReduceFn> &candidates, nnpccl_data
 
 // The widest set is not always the fastest for the 16-bit types: where a
 // core splits 512-bit operations in two (AMD's Zen 4), its 512-bit
-// float16 conversions are slower than twice the 256-bit ones, so AVX2's
-// float16 sum beats AVX-512's there (docs/performance.md, "float16 on a
-// CPU that splits 512-bit operations"). So for float16 and bfloat16 the first
-// use times every vector set's sum and keeps the fastest; they are all
+// float16 conversions cost more than twice the 256-bit ones, so AVX2's
+// float16 sum beats AVX-512's there (docs/performance.md, "float16: AVX2
+// beats AVX-512 on this core"). So for float16 and bfloat16 the first use
+// times every vector set's sum and keeps the fastest. Every set is
 // bit-exact with the reference, so the choice changes speed, never a
-// result. Cost: about 0.1 ms once per process.
+// result. Cost: once per process, 32 sums of 16 KiB per candidate and type.
 kernels::KernelSet choose_kernels() {
     kernels::KernelSet sets[kernels::kMaxKernelSets];
     const int n = kernels::usable_kernel_sets(sets);
