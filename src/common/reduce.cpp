@@ -186,27 +186,25 @@ kernels::KernelSet overlay(const kernels::KernelSet &below, const kernels::Kerne
     return set;
 }
 
-// Times kCalls sums of 8192 `dt` elements (16 KiB per buffer: the three
-// fit in L2) by each candidate, in kRounds rounds that take turns after one
-// that warms up, and returns the index of the candidate whose best round
-// was the fastest: the best round is the one least disturbed by whatever
-// else the host runs.
-size_t fastest_sum(const std::vector<kernels::ReduceFn> &candidates, nnpccl_datatype_t dt) {
-    constexpr size_t kCount = 8192;
-    constexpr int kRounds = 7, kCalls = 4;
-    const size_t bytes = kCount * datatype_size(dt);
+// The best time, in ns, of `calls` sums of `bytes` of `dt` by each of
+// `sums`, over `rounds` rounds that take turns after one that warms the
+// caches and is not counted: the best round is the one least disturbed by
+// whatever else the host runs.
+std::vector<double> best_sum_ns(const std::vector<kernels::ReduceFn> &sums, nnpccl_datatype_t dt, size_t bytes,
+                                int rounds, int calls) {
+    // 0x3c bytes: ordinary non-zero values in every type (1.06 as float16).
     std::vector<unsigned char> a(bytes, 0x3c), b(bytes, 0x3c), out(bytes, 0);
-    std::vector<double> best(candidates.size(), 0);
-    for (int round = 0; round <= kRounds; ++round) {
-        for (size_t c = 0; c < candidates.size(); ++c) {
+    const size_t count = bytes / datatype_size(dt);
+    std::vector<double> best(sums.size(), 0);
+    for (int round = 0; round <= rounds; ++round) {
+        for (size_t k = 0; k < sums.size(); ++k) {
             const auto start = std::chrono::steady_clock::now();
-            for (int call = 0; call < kCalls; ++call) candidates[c](out.data(), a.data(), b.data(), kCount, NNPCCL_SUM, 1);
+            for (int call = 0; call < calls; ++call) sums[k](out.data(), a.data(), b.data(), count, NNPCCL_SUM, 1);
             const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-            // Round 0 warms the caches and the wider units.
-            if (round == 1 || (round > 1 && ns < best[c])) best[c] = ns;
+            if (round == 1 || (round > 1 && ns < best[k])) best[k] = ns;
         }
     }
-    return static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+    return best;
 }
 
 // The widest set is not always the fastest for the 16-bit types: where a
@@ -231,7 +229,9 @@ kernels::KernelSet choose_kernels() {
             owners.push_back(i);
         }
         if (candidates.size() < 2) continue;
-        const int owner = owners[fastest_sum(candidates, dt)];
+        // 16 KiB per buffer: the three fit in L2.
+        const std::vector<double> ns = best_sum_ns(candidates, dt, 16 << 10, 7, 4);
+        const int owner = owners[static_cast<size_t>(std::min_element(ns.begin(), ns.end()) - ns.begin())];
         chosen.reduce[dt] = sets[owner].reduce[dt];
         chosen.divide[dt] = sets[owner].divide[dt];
         choices += format(", %s: %s (timed)", datatype_name(dt), sets[owner].name);
@@ -240,23 +240,10 @@ kernels::KernelSet choose_kernels() {
     return chosen;
 }
 
-// The best µs per byte of a sum of `dt` over 64 KiB. The first run warms
-// the caches and is not counted; the best of the rest is the least
-// disturbed by whatever else the host runs.
+// The best µs per byte of a sum of `dt` over 64 KiB by the kernel reduce() runs.
 double sum_us_per_byte(nnpccl_datatype_t dt) {
     constexpr size_t kBytes = 64 << 10;
-    constexpr int kRuns = 5;
-    // 0x3c bytes: ordinary non-zero values in every type (1.06 as float16).
-    std::vector<unsigned char> a(kBytes, 0x3c), b(kBytes, 0x3c), out(kBytes, 0);
-    const size_t count = kBytes / datatype_size(dt);
-    double best = 0;
-    for (int run = 0; run <= kRuns; ++run) {
-        const auto start = std::chrono::steady_clock::now();
-        reduce(out.data(), a.data(), b.data(), count, dt, NNPCCL_SUM, 1);
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-        if (run == 1 || (run > 1 && us < best)) best = us;
-    }
-    return best / kBytes;
+    return best_sum_ns({kernels::active_kernels().reduce[dt]}, dt, kBytes, 5, 1)[0] / 1000 / kBytes;
 }
 
 HostReduceSpeed measure_host_reduce_speed() {

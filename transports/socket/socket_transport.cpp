@@ -832,10 +832,9 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     SockAddr local;
     NNPCCL_TRY(pick_local_address(&local));
     local.set_port(0);
-    SockAddr bound;
-    NNPCCL_TRY(listen_tcp(local, &impl->listener, &bound));
+    NNPCCL_TRY(listen_tcp(local, &impl->listener, &impl->bound));
+    const SockAddr &bound = impl->bound;
     impl->receive_buffer = receive_buffer_bytes(static_cast<size_t>(impl->slots) * message_bytes, message_bytes);
-    impl->bound = bound;
     if (fcntl(impl->listener, F_SETFL, fcntl(impl->listener, F_GETFL) | O_NONBLOCK) != 0)
         return errno_error("socket: making the listener nonblocking");
     std::random_device entropy;
