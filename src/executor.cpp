@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "collective.hpp"
+#include "copy.hpp"
 #include "dtype.hpp"
 #include "reduce.hpp"
 #include "registry.hpp"
@@ -235,19 +236,22 @@ void ScheduleRun::apply(const Step &step, const void *in, void *out, char *src, 
         // algorithms reduce each element once and pass the result on).
         void *target = store ? static_cast<void *>(dst) : static_cast<void *>(message_scratch_);
         reduce(target, src, in, step.count, call_.datatype, call_.op, divisor);
-        if (out != nullptr) std::memcpy(out, target, bytes);
+        if (out != nullptr) copy_bytes(out, target, bytes);
     } else if (in != nullptr) {
-        if (store && in != dst) std::memcpy(dst, in, bytes); // in == dst: the transport received it there
-        if (out != nullptr) std::memcpy(out, in, bytes);
+        if (store && in != dst) copy_bytes(dst, in, bytes); // in == dst: the transport received it there
+        if (out != nullptr) copy_bytes(out, in, bytes);
     } else if (step.has(kReduce)) {
         reduce(dst, dst, src, step.count, call_.datatype, call_.op, divisor);
-        if (out != nullptr) std::memcpy(out, dst, bytes);
+        if (out != nullptr) copy_bytes(out, dst, bytes);
     } else if (divisor == 1) {
-        if (store && dst != src) std::memmove(dst, src, bytes); // in place, the caller's buffers may overlap
-        if (out != nullptr) std::memcpy(out, src, bytes);
+        if (store && dst != src) {
+            if (dst + bytes <= src || src + bytes <= dst) copy_bytes(dst, src, bytes);
+            else std::memmove(dst, src, bytes); // in place, the caller's buffers may overlap
+        }
+        if (out != nullptr) copy_bytes(out, src, bytes);
     } else {
         if (store) divide(dst, src, step.count, call_.datatype, divisor);
-        if (out != nullptr && store) std::memcpy(out, dst, bytes);
+        if (out != nullptr && store) copy_bytes(out, dst, bytes);
         else if (out != nullptr) divide(out, src, step.count, call_.datatype, divisor);
     }
 }
