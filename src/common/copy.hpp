@@ -1,18 +1,18 @@
 // copy_bytes(): memcpy for the data path, without the copy distances that
 // make `rep movsb` crawl.
 //
-// On AMD Zen 4 (and, by reports, Zen 3) `rep movsb` runs at a tenth or less
-// of its speed when the destination lies 1 to 15 bytes past the source
-// modulo 4 KiB: 3-4 GB/s against 50-58 in cache (bench/micro-kernels,
-// BM_copy; docs/performance.md, "Copy distances"). glibc's memcpy uses it
-// for copies from a few KiB up, and checks only distances below 64 bytes,
-// not modulo 4 KiB; the kernel's copies to and from user memory (send(2),
-// recv(2)) use it too. Whether a copy hits it depends on where two buffers
-// happen to lie, so a run is 10x slower or not depending on its
-// allocations. copy_bytes() moves those copies with vector loads and
-// stores instead; every other copy is memcpy's. The socket transport keeps
-// the kernel's copies off those distances by where it puts payloads in the
-// stream (transports/socket/socket_transport.cpp, "Frames").
+// On AMD Zen 4 `rep movsb` runs at a tenth or less of its speed when the
+// destination lies 1 to 15 bytes past the source modulo 4 KiB
+// (bench/micro-kernels, BM_copy; docs/performance.md, "Copy distances").
+// glibc's memcpy uses it for copies from a few KiB up, and checks only
+// distances below 64 bytes, not modulo 4 KiB; the kernel's copies to and
+// from user memory (send(2), recv(2)) use it too. Whether a copy hits it
+// depends on where two buffers happen to lie, so the same call is ten
+// times slower or not depending on its buffers' addresses. copy_bytes()
+// moves those copies with vector loads and stores instead; every other
+// copy is memcpy's. The socket transport keeps the kernel's copies off
+// those distances by where it puts payloads in the stream
+// (transports/socket/socket_transport.cpp, "Frames").
 #pragma once
 
 #include <cstddef>

@@ -1,14 +1,17 @@
 // Every datatype x op of the kernels against a scalar reference written
 // independently: values go through double (exact for every input used) and
-// the result is narrowed once.
+// the result is narrowed once. And the data path's copy, against memcpy.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "copy.hpp"
 #include "dtype.hpp"
 #include "reduce.hpp"
 
@@ -197,4 +200,29 @@ TEST_CASE("min and max are IEEE 754 minimum and maximum: a NaN wins, -0 is below
             CHECK(run(0, c.negative_zero, op) == (op == NNPCCL_MIN ? c.negative_zero : 0));
         }
     }
+}
+
+TEST_CASE("copy_bytes copies exactly what memcpy does at every distance and length", "[copy]") {
+    // Distances 1-15 (modulo 4 KiB) take the vector loop from 2 KiB up,
+    // the rest memcpy; lengths around the loop's 64-byte turns and the
+    // 2 KiB threshold, on sources at odd offsets too.
+    std::vector<unsigned char> source(3 * 4096 + 70000), target(source.size() + 8192);
+    for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<unsigned char>(i * 131 + 7);
+    for (size_t from : {size_t{0}, size_t{3}, size_t{4096 + 40}})
+        for (size_t distance : {size_t{0}, size_t{1}, size_t{8}, size_t{15}, size_t{16}, size_t{4097}})
+            for (size_t length : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{2047}, size_t{2048},
+                                  size_t{5000}, size_t{70000}}) {
+                const unsigned char *src = source.data() + from;
+                // The target's address lies `distance` past the source's modulo 4 KiB.
+                const uintptr_t want = (reinterpret_cast<uintptr_t>(src) + distance) & 4095;
+                const uintptr_t base = reinterpret_cast<uintptr_t>(target.data());
+                unsigned char *dst = target.data() + ((want - base) & 4095);
+                std::fill(target.begin(), target.end(), 0xee);
+                nnpccl::copy_bytes(dst, src, length);
+                INFO("from " << from << " distance " << distance << " length " << length);
+                CHECK(nnpccl::slow_copy_distance(dst, src) == (distance % 4096 >= 1 && distance % 4096 <= 15));
+                CHECK(std::memcmp(dst, src, length) == 0);
+                CHECK(dst[length] == 0xee); // nothing past the end
+                if (dst > target.data()) CHECK(dst[-1] == 0xee);
+            }
 }

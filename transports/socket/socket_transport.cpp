@@ -53,9 +53,8 @@ struct StreamHello {
 // into its buffers in stream order, starting each page afresh at offset
 // 0, so a payload starts 64-byte aligned there; its copies to and from
 // 16-byte aligned user memory then never run at the distances where `rep
-// movsb` (which the kernel copies with) crawls (src/common/copy.hpp). With
-// an 8-byte head, a 2-rank allreduce of 128 KiB-4 MiB over loopback took
-// 1.14-1.45x as long on AMD Zen 4 (docs/performance.md, "Copy distances").
+// movsb` (which the kernel copies with) crawls (src/common/copy.hpp; the
+// 8-byte heads before did, docs/performance.md, "Copy distances").
 // Memory that is not 16-byte aligned goes through the slots, whose copies
 // avoid those distances themselves.
 constexpr size_t kFrameAlign = 64;
