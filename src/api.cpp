@@ -225,6 +225,15 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
         Status failed = comm->engine->failure();
         return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     }
+    // A blocking collective of no elements, with nothing queued before it,
+    // moves nothing and waits for nothing: it only takes its number, as a
+    // planned call would, so that a rank that passes elements where the
+    // others pass none is still caught at the next call.
+    if (call.count == 0 && request == nullptr && !is_point_to_point(call.collective) &&
+        call.collective != Collective::Barrier && comm->engine->idle()) {
+        ++comm->next_sequence;
+        return NNPCCL_SUCCESS;
+    }
     comm->complete(&call);
     if (request == nullptr) return report(comm, comm->run_blocking(call));
     // The handle is made and registered before the operation starts: an

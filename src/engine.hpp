@@ -156,6 +156,8 @@ public:
     // The error that failed the engine, or ok.
     Status failure() const;
     bool failed() const { return failed_.load(); }
+    // Whether no operation waits in the queue (one being driven may still run).
+    bool idle() const { return queued_.load(std::memory_order_acquire) == 0; }
     // Checked with the transports' own liveness every 100 ms while waiting
     // (the rendezvous root's reports of dead ranks).
     void set_job_check(std::function<Status()> check) { job_check_ = std::move(check); }

@@ -66,9 +66,13 @@ const std::string *Selector::forced_name(const CollectiveArgs &args) const {
 // Measured tuning needs a choice to make and a machine to measure it on:
 // a collective with several algorithms, more than one rank, the host itself
 // rather than a simulated machine (whose speed this host's timings do not
-// show), and nothing forced or fixed by a tuning file.
+// show), and nothing forced or fixed by a tuning file. Never a call of no
+// elements: there is nothing to measure, and the C API returns from most
+// such calls without planning them, so a trial's synchronisation would
+// wait for ranks that never come.
 bool Selector::may_tune(const CollectiveArgs &args) const {
-    if (!tune_ || args.nranks <= 1 || is_point_to_point(args.collective) || args.collective == Collective::Barrier ||
+    if (!tune_ || args.nranks <= 1 || args.count == 0 || is_point_to_point(args.collective) ||
+        args.collective == Collective::Barrier ||
         topology_.machine().shape() != Shape::Flat)
         return false;
     if (preferred_ != nullptr && preferred_->pick(args.collective, call_bytes(args)) != nullptr) return false;

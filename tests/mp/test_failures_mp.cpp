@@ -138,6 +138,31 @@ TEST_CASE("ranks that call with different counts all get NNPCCL_ERR_INVALID_USAG
           }) == 0);
 }
 
+TEST_CASE("a rank that passes no elements where the others pass some is caught, and every rank fails", "[mp][desync]") {
+    // Rank 1's call has nothing to move and returns at once; the others wait
+    // for its part. Its next call, numbered one past theirs, meets their
+    // first: every rank fails within seconds, none hangs.
+    CHECK(run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join(rank, nranks, id, 20);
+              if (comm == nullptr) return 1;
+              std::vector<float> buf(6, 1.0f);
+              const auto t0 = std::chrono::steady_clock::now();
+              nnpccl_result_t rc =
+                  nnpccl_allreduce(buf.data(), buf.data(), rank == 1 ? 0 : buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              int failures = 0;
+              if (rank == 1) {
+                  EXPECT(rc == NNPCCL_SUCCESS);
+                  rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              }
+              const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              EXPECT(rc != NNPCCL_SUCCESS);
+              EXPECT(seconds < 10);
+              if (failures != 0) std::fprintf(stderr, "rank %d: %s\n", rank, nnpccl_get_last_error(comm));
+              nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
+}
+
 TEST_CASE("over ofi or sockets, a broadcast whose payload lands in the caller's buffer is still checked against the root's call",
           "[mp][desync][ofi][socket]") {
     // Root 0 broadcasts 4 MiB, rank 1 asks for 4.5 MiB: both first messages

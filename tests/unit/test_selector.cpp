@@ -12,6 +12,7 @@
 #include "config.hpp"
 #include "planner.hpp"
 #include "reduce.hpp"
+#include "registry.hpp"
 #include "schedule_sim.hpp"
 #include "selector.hpp"
 #include "succeeded.hpp"
@@ -314,4 +315,31 @@ TEST_CASE("every registered schedule that applies runs bit-exact", "[selector]")
                 }
             }
     }
+}
+
+TEST_CASE("a collective of no elements plans no messages, whichever algorithm runs it", "[selector]") {
+    // The C API returns from such a call without planning it (it only takes
+    // its sequence number), so no rank may expect a message from one: every
+    // algorithm that applies must plan none, on every rank, or a rank
+    // planning one would wait for a peer that never sends.
+    const std::vector<std::string> specs = {"flat", "hosts:2x4", "torus:2x4", "nnpt-hcm8"};
+    for (const std::string &spec : specs)
+        for (const AlgorithmInfo &algorithm : algorithm_registry())
+            for (Collective c : algorithm.serves) {
+                if (is_point_to_point(c) || c == Collective::Barrier) continue;
+                const Topology t = preset(spec, 8);
+                for (int rank = 0; rank < 8; ++rank)
+                    for (bool in_place : {false, true}) {
+                        CollectiveArgs args = call(c, 8, 0, rank);
+                        args.in_place = in_place;
+                        if (!algorithm.applies(args, t, nullptr)) continue;
+                        const Schedule schedule = algorithm.build(args, t);
+                        size_t messages = 0;
+                        for (const auto &channel : schedule.channels)
+                            for (const Step &step : channel) messages += step.has(kSend) || step.has(kRecv) ? 1 : 0;
+                        INFO(spec << " " << algorithm.name << " " << collective_name(c) << " rank " << rank
+                                  << (in_place ? " in place" : ""));
+                        CHECK(messages == 0);
+                    }
+            }
 }
