@@ -254,8 +254,7 @@ struct SocketTransport::Impl {
     int nranks = 0;
     int channels = 1;
     int slots = 8;
-    size_t slot_bytes = 0;  // the largest message
-    size_t slot_stride = 0; // slot_bytes rounded up to kFrameAlign, so every slot is aligned as the stream is
+    size_t slot_bytes = 0; // the largest message, a multiple of kFrameAlign: every slot is aligned as the stream is
     std::string description;
     int listener = -1;
     // accept() failed for want of descriptors: the listener is no longer
@@ -326,9 +325,9 @@ SocketTransport::Impl::~Impl() {
 
 namespace {
 
-unsigned char *allocate_slots(int slots, size_t slot_stride) {
+unsigned char *allocate_slots(int slots, size_t slot_bytes) {
     // aligned_alloc wants a multiple of the alignment.
-    const size_t bytes = (static_cast<size_t>(slots) * slot_stride + 4095) & ~size_t{4095};
+    const size_t bytes = (static_cast<size_t>(slots) * slot_bytes + 4095) & ~size_t{4095};
     return static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
 }
 
@@ -350,11 +349,11 @@ SendStream &SocketTransport::Impl::send_stream(int peer, int channel) {
     s.peer = peer;
     s.channel = channel;
     s.ops.resize(static_cast<size_t>(slots));
-    s.mem = allocate_slots(slots, slot_stride);
+    s.mem = allocate_slots(slots, slot_bytes);
     if (s.mem == nullptr) {
         s.dead = true;
         record_error(system_error("socket: cannot allocate %zu bytes of send buffers for rank %d",
-                                  static_cast<size_t>(slots) * slot_stride, peer));
+                                  static_cast<size_t>(slots) * slot_bytes, peer));
         return s;
     }
     return s;
@@ -474,7 +473,7 @@ void SocketTransport::Impl::pump_send(SendStream &s) {
             skip = 0;
         };
         add(op.head, sizeof op.head);
-        add(s.mem + index * slot_stride, op.header_bytes);
+        add(s.mem + index * slot_bytes, op.header_bytes);
         if (op.data != nullptr) add(op.data, op.data_bytes);
         add(kZeros, tail_bytes(op.header_bytes + op.data_bytes));
         msghdr msg{};
@@ -529,12 +528,12 @@ RecvStream &SocketTransport::Impl::recv_stream(int peer, int channel) {
     r.channel = channel;
     r.bytes.assign(static_cast<size_t>(slots), 0);
     r.landed.assign(static_cast<size_t>(slots), 0);
-    r.mem = allocate_slots(slots, slot_stride);
+    r.mem = allocate_slots(slots, slot_bytes);
     r.carry = static_cast<unsigned char *>(std::aligned_alloc(kFrameAlign, kCarryBytes + kFrameAlign));
     if (r.mem == nullptr || r.carry == nullptr) {
         r.closed = true;
         record_error(system_error("socket: cannot allocate %zu bytes of receive buffers for rank %d",
-                                  static_cast<size_t>(slots) * slot_stride, peer));
+                                  static_cast<size_t>(slots) * slot_bytes, peer));
     }
     return r;
 }
@@ -614,7 +613,7 @@ void SocketTransport::Impl::close_recv(RecvStream &r) {
 // before the next place): its slot, or with a claim the caller's buffer
 // past the header.
 unsigned char *SocketTransport::Impl::region(RecvStream &r, size_t *len) {
-    unsigned char *slot = r.mem + (r.fill_seq % static_cast<uint64_t>(slots)) * slot_stride;
+    unsigned char *slot = r.mem + (r.fill_seq % static_cast<uint64_t>(slots)) * slot_bytes;
     const size_t at = r.payload_got;
     if (r.land_to == nullptr || at < r.land_header) {
         *len = (r.land_to != nullptr ? r.land_header : r.head.bytes) - at;
@@ -870,7 +869,10 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     impl->channels = channels;
     impl->slots = options.slots;
     impl->slot_bytes = message_bytes;
-    impl->slot_stride = (message_bytes + kFrameAlign - 1) / kFrameAlign * kFrameAlign;
+    // A chunk is a whole number of cache lines (config.cpp), and so is the
+    // descriptor in front of it.
+    if (message_bytes % kFrameAlign != 0)
+        return internal_error("socket: messages of %zu bytes are not whole %zu-byte lines", message_bytes, kFrameAlign);
     if (message_bytes > UINT32_MAX) return invalid_usage("socket: messages of %zu bytes do not fit a frame", message_bytes);
 
     SockAddr local;
@@ -922,7 +924,7 @@ void *SocketTransport::try_acquire_send(int peer, int channel, size_t /*bytes*/)
                                              ? " (it destroyed its communicator)"
                                              : " (it died, aborted, or its host stopped answering)"));
     if (!impl_->error.is_ok() || s.send_seq - s.sent_seq >= static_cast<uint64_t>(impl_->slots)) return nullptr;
-    return s.mem + (s.send_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_stride;
+    return s.mem + (s.send_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes;
 }
 
 void SocketTransport::commit_send(int peer, int channel, size_t bytes) { commit_send_in_place(peer, channel, bytes, nullptr, 0); }
@@ -934,7 +936,7 @@ uint64_t SocketTransport::commit_send_in_place(int peer, int channel, size_t hea
     SendStream &s = impl_->send_stream(peer, channel);
     const size_t index = s.send_seq % static_cast<uint64_t>(impl_->slots);
     if (data != nullptr && !user_aligned(data)) { // see "Frames"
-        copy_bytes(s.mem + index * impl_->slot_stride + header_bytes, data, bytes);
+        copy_bytes(s.mem + index * impl_->slot_bytes + header_bytes, data, bytes);
         header_bytes += bytes;
         data = nullptr;
     }
@@ -993,7 +995,7 @@ const void *SocketTransport::try_peek_recv_into(int peer, int channel, size_t *b
             // Begun into the slot while no step had asked: the rest goes to
             // the caller's buffer, and what came already follows it there.
             if (r.payload_got > header)
-                copy_bytes(dst, r.mem + (r.fill_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_stride + header,
+                copy_bytes(dst, r.mem + (r.fill_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes + header,
                             r.payload_got - header);
             r.land_to = dst;
             r.land_header = header;
@@ -1012,7 +1014,7 @@ const void *SocketTransport::try_peek_recv_into(int peer, int channel, size_t *b
     const size_t index = r.recv_seq % static_cast<uint64_t>(impl_->slots);
     *landed = r.landed[index] != 0;
     *bytes = r.bytes[index];
-    return r.mem + index * impl_->slot_stride;
+    return r.mem + index * impl_->slot_bytes;
 }
 
 void SocketTransport::release_recv(int peer, int channel) {
