@@ -225,15 +225,6 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
         Status failed = comm->engine->failure();
         return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     }
-    // A blocking collective of no elements, with nothing queued before it,
-    // moves nothing and waits for nothing: it only takes its number, as a
-    // planned call would, so that a rank that passes elements where the
-    // others pass none is still caught at the next call.
-    if (call.count == 0 && request == nullptr && !is_point_to_point(call.collective) &&
-        call.collective != Collective::Barrier && comm->engine->idle()) {
-        ++comm->next_sequence;
-        return NNPCCL_SUCCESS;
-    }
     comm->complete(&call);
     if (request == nullptr) return report(comm, comm->run_blocking(call));
     // The handle is made and registered before the operation starts: an
@@ -255,12 +246,33 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
     return NNPCCL_SUCCESS;
 }
 
-nnpccl_result_t run_blocking(nnpccl_comm *comm, Call call) {
+// Whether a blocking call moves nothing and waits for nothing, so that it
+// only takes its number, as a planned call would: a rank that passes
+// elements where the others pass none is still caught at the next call.
+// Such a call is a collective of no elements, with valid arguments, on a
+// ready communicator that has not failed and has nothing queued. It skips
+// run(), whose checks and their Status values cost more than the call;
+// anything else goes there, and is refused there if it is wrong.
+// validate() accepts every call this does.
+bool only_takes_its_number(const nnpccl_comm *comm, const Call &c) {
+    using C = Collective;
+    return c.count == 0 && c.collective != C::Barrier && !is_point_to_point(c.collective) &&
+           valid_datatype(c.datatype) && (!reduces(c.collective) || valid_redop(c.op)) &&
+           (!has_root(c.collective) || (c.root >= 0 && c.root < comm->nranks)) && !comm->closing.load() &&
+           comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Ready &&
+           !comm->engine->failed() && comm->engine->idle();
+}
+
+nnpccl_result_t run_blocking(nnpccl_comm *comm, Call &&call) {
     CallGuard guard(comm);
+    if (call.count == 0 && guard.held() && only_takes_its_number(comm, call)) {
+        ++comm->next_sequence;
+        return NNPCCL_SUCCESS;
+    }
     return run(comm, guard, call, nullptr);
 }
 
-nnpccl_result_t run_nonblocking(nnpccl_comm *comm, Call call, nnpccl_request_t *request) {
+nnpccl_result_t run_nonblocking(nnpccl_comm *comm, Call &&call, nnpccl_request_t *request) {
     if (request != nullptr) *request = nullptr;
     CallGuard guard(comm);
     if (request == nullptr) return report(guard.held() ? comm : nullptr, invalid_argument("request is NULL"));

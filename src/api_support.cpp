@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#include "asymmetric_fence.hpp"
 
 namespace nnpccl {
 
@@ -25,37 +24,52 @@ const std::string &thread_last_error() { return t_last_error; }
 
 namespace {
 
-// A thread's claim on a slot, given back when the thread exits.
+// This thread's slot: a plain pointer, so that finding it takes one
+// thread-local access and no guard.
+thread_local LiveComms::Slot *t_slot = nullptr;
+
+// A thread's claim on its slot, given back when the thread exits. Touched
+// only when the thread takes the slot.
 struct SlotClaim {
     LiveComms::Slot *slot = nullptr;
     ~SlotClaim() {
         if (slot == nullptr) return;
+        t_slot = nullptr;
         slot->known = nullptr;
         slot->taken.store(false, std::memory_order_release);
     }
 };
-thread_local SlotClaim t_slot;
+thread_local SlotClaim t_slot_claim;
 
 } // namespace
 
-LiveComms::Slot &LiveComms::this_thread_slot() {
-    if (t_slot.slot != nullptr) return *t_slot.slot;
-    for (Slot *s = slots_.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+LiveComms::LiveComms() : fence_(AsymmetricFence::process()) {}
+
+LiveComms::Slot &LiveComms::this_thread_slot() { return t_slot != nullptr ? *t_slot : claim_slot(); }
+
+LiveComms::Slot &LiveComms::claim_slot() {
+    Slot *claimed = nullptr;
+    for (Slot *s = slots_.load(std::memory_order_acquire); s != nullptr && claimed == nullptr; s = s->next) {
         bool free = false;
-        if (s->taken.compare_exchange_strong(free, true)) return *(t_slot.slot = s);
+        if (s->taken.compare_exchange_strong(free, true)) claimed = s;
     }
-    auto *s = new Slot; // never freed: see Slot
-    s->taken.store(true, std::memory_order_relaxed);
-    s->next = slots_.load(std::memory_order_relaxed);
-    while (!slots_.compare_exchange_weak(s->next, s, std::memory_order_release, std::memory_order_relaxed)) {
+    if (claimed == nullptr) {
+        claimed = new Slot; // never freed: see Slot
+        claimed->taken.store(true, std::memory_order_relaxed);
+        claimed->next = slots_.load(std::memory_order_relaxed);
+        while (!slots_.compare_exchange_weak(claimed->next, claimed, std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+        }
     }
-    return *(t_slot.slot = s);
+    t_slot_claim.slot = claimed;
+    t_slot = claimed;
+    return *claimed;
 }
 
 // Between a holder's store of its slot and its load of the removal count,
 // against remove()'s count and its reads of the slots: Dekker's pattern
 // (src/asymmetric_fence.hpp).
-void LiveComms::hold_fence() const { AsymmetricFence::process().light(); }
+void LiveComms::hold_fence() const { fence_.light(); }
 
 void LiveComms::add(nnpccl_comm *comm) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -107,17 +121,11 @@ void LiveComms::remove(nnpccl_comm *comm) {
         live_.erase(comm);
         removals_.fetch_add(1);
     }
-    AsymmetricFence::process().heavy();
+    fence_.heavy();
     while (held_anywhere(comm) || comm->active_calls.load() > 0)
         std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
-LiveComms &live_comms() {
-    // Never destroyed: threads may still hold or give back slots while the
-    // process exits.
-    static LiveComms *registry = new LiveComms;
-    return *registry;
-}
 
 void free_comm(nnpccl_comm *comm) {
     live_comms().remove(comm);

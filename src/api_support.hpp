@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "asymmetric_fence.hpp"
 #include "comm.hpp"
 #include "status.hpp"
 
@@ -48,6 +49,7 @@ const std::string &thread_last_error();
 // lock instead.
 class LiveComms {
 public:
+    LiveComms();
     void add(nnpccl_comm *comm);
     // Takes the handle out; returns once no call holds it.
     void remove(nnpccl_comm *comm);
@@ -76,6 +78,7 @@ public:
 
 private:
     Slot &this_thread_slot();
+    Slot &claim_slot(); // this thread's first hold
     void hold_fence() const;
     bool held_anywhere(const nnpccl_comm *comm) const;
 
@@ -83,9 +86,15 @@ private:
     std::unordered_set<const nnpccl_comm *> live_; // under mutex_
     std::atomic<uint64_t> removals_{0};
     std::atomic<Slot *> slots_{nullptr};
+    AsymmetricFence &fence_;
 };
 
-LiveComms &live_comms();
+// Never destroyed: threads may still hold or give back slots while the
+// process exits. Inline: every call asks for it.
+inline LiveComms &live_comms() {
+    static LiveComms *registry = new LiveComms;
+    return *registry;
+}
 
 // Holds the communicator alive for the length of one API call.
 class CallGuard {

@@ -14,12 +14,12 @@ constexpr bool valid_datatype(int dt) { return dt >= 0 && dt < NNPCCL_NUM_DATATY
 constexpr bool valid_redop(int op) { return op >= 0 && op < NNPCCL_NUM_OPS; }
 
 // 0 for a value that is not a datatype. Inline: every call asks it.
-constexpr size_t datatype_size(nnpccl_datatype_t dt) {
-    // In nnpccl_datatype_t's order: int8, uint8, int32, uint32, int64,
-    // uint64, float16, bfloat16, float32, float64.
-    constexpr size_t kSizes[NNPCCL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-    return valid_datatype(dt) ? kSizes[dt] : 0;
-}
+// In nnpccl_datatype_t's order: int8, uint8, int32, uint32, int64,
+// uint64, float16, bfloat16, float32, float64. At namespace scope: an array
+// local to the function was built on the stack by every call, in 16-byte
+// stores that the 8-byte read of one size could not be forwarded from.
+inline constexpr size_t kDatatypeSizes[NNPCCL_NUM_DATATYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+constexpr size_t datatype_size(nnpccl_datatype_t dt) { return valid_datatype(dt) ? kDatatypeSizes[dt] : 0; }
 // nccl-tests's names where they exist ("float", "half", "bfloat16", "int8" ...).
 const char *datatype_name(nnpccl_datatype_t dt);
 const char *redop_name(nnpccl_redop_t op);

@@ -146,6 +146,15 @@ TEST_CASE("every collective refuses bad arguments by name and the communicator s
     refused("recvbuf", nnpccl_alltoall(buf, nullptr, 1, NNPCCL_FLOAT32, comm));
     refused("request", nnpccl_ialltoall(buf, buf, 1, NNPCCL_FLOAT32, comm, nullptr));
     refused("count", nnpccl_ialltoall(buf, buf, huge, NNPCCL_FLOAT32, comm, &req));
+    // A call of no elements moves nothing, but its arguments are checked all the same.
+    refused("datatype", nnpccl_allgather(buf, buf, 0, bad_dt, comm));
+    refused("datatype", nnpccl_broadcast(buf, buf, 0, bad_dt, 0, comm));
+    refused("op", nnpccl_allreduce(buf, buf, 0, NNPCCL_FLOAT32, bad_op, comm));
+    refused("op", nnpccl_reduce_scatter(buf, buf, 0, NNPCCL_FLOAT32, bad_op, comm));
+    refused("root", nnpccl_reduce(buf, buf, 0, NNPCCL_FLOAT32, NNPCCL_SUM, 1, comm));
+    refused("root", nnpccl_gather(buf, buf, 0, NNPCCL_FLOAT32, -1, comm));
+    refused("root", nnpccl_scatter(nullptr, nullptr, 0, NNPCCL_FLOAT32, 4, comm));
+    refused("peer", nnpccl_send(nullptr, 0, NNPCCL_FLOAT32, 0, comm));
     // One rank has no peer: its own rank is not one, nor anything else.
     refused("peer", nnpccl_send(buf, 1, NNPCCL_FLOAT32, 0, comm));
     refused("peer", nnpccl_send(buf, 1, NNPCCL_FLOAT32, 1, comm));
