@@ -22,11 +22,9 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
 
 const std::string &thread_last_error() { return t_last_error; }
 
-namespace {
+__thread LiveComms::Slot *t_live_slot = nullptr;
 
-// This thread's slot: a plain pointer, so that finding it takes one
-// thread-local access and no guard.
-thread_local LiveComms::Slot *t_slot = nullptr;
+namespace {
 
 // A thread's claim on its slot, given back when the thread exits. Touched
 // only when the thread takes the slot.
@@ -34,7 +32,7 @@ struct SlotClaim {
     LiveComms::Slot *slot = nullptr;
     ~SlotClaim() {
         if (slot == nullptr) return;
-        t_slot = nullptr;
+        t_live_slot = nullptr;
         slot->known = nullptr;
         slot->taken.store(false, std::memory_order_release);
     }
@@ -45,7 +43,7 @@ thread_local SlotClaim t_slot_claim;
 
 LiveComms::LiveComms() : fence_(AsymmetricFence::process()) {}
 
-LiveComms::Slot &LiveComms::this_thread_slot() { return t_slot != nullptr ? *t_slot : claim_slot(); }
+LiveComms::Slot &LiveComms::this_thread_slot() { return t_live_slot != nullptr ? *t_live_slot : claim_slot(); }
 
 LiveComms::Slot &LiveComms::claim_slot() {
     Slot *claimed = nullptr;
@@ -62,7 +60,7 @@ LiveComms::Slot &LiveComms::claim_slot() {
         }
     }
     t_slot_claim.slot = claimed;
-    t_slot = claimed;
+    t_live_slot = claimed;
     return *claimed;
 }
 
@@ -76,7 +74,7 @@ void LiveComms::add(nnpccl_comm *comm) {
     live_.insert(comm);
 }
 
-LiveComms::Hold LiveComms::hold(nnpccl_comm *comm) {
+LiveComms::Hold LiveComms::hold_slow(nnpccl_comm *comm) {
     Hold how;
     if (comm == nullptr) return how;
     Slot &slot = this_thread_slot();
@@ -102,11 +100,6 @@ LiveComms::Hold LiveComms::hold(nnpccl_comm *comm) {
     comm->active_calls.fetch_add(1);
     how.counted = true;
     return how;
-}
-
-void LiveComms::release(nnpccl_comm *comm, const Hold &how) {
-    if (how.slot != nullptr) how.slot->held.store(nullptr, std::memory_order_release);
-    else if (how.counted) comm->active_calls.fetch_sub(1);
 }
 
 bool LiveComms::held_anywhere(const nnpccl_comm *comm) const {

@@ -62,8 +62,13 @@ public:
         bool counted = false;
         bool held() const { return slot != nullptr || counted; }
     };
-    Hold hold(nnpccl_comm *comm);
-    void release(nnpccl_comm *comm, const Hold &how);
+    // Inline: the common hold, of the communicator this thread held last
+    // with no removal since, is a few loads and one store.
+    inline Hold hold(nnpccl_comm *comm);
+    void release(nnpccl_comm *comm, const Hold &how) {
+        if (how.slot != nullptr) how.slot->held.store(nullptr, std::memory_order_release);
+        else if (how.counted) comm->active_calls.fetch_sub(1);
+    }
 
     // A thread's slot: the handle it holds (null between calls), and the
     // handle it last found live with the removal count it saw then. Slots
@@ -77,6 +82,7 @@ public:
     };
 
 private:
+    Hold hold_slow(nnpccl_comm *comm);
     Slot &this_thread_slot();
     Slot &claim_slot(); // this thread's first hold
     void hold_fence() const;
@@ -88,6 +94,22 @@ private:
     std::atomic<Slot *> slots_{nullptr};
     AsymmetricFence &fence_;
 };
+
+// This thread's slot, null until its first hold. A plain thread-local
+// pointer (no guard, no constructor), so reading it takes one access.
+extern __thread LiveComms::Slot *t_live_slot;
+
+LiveComms::Hold LiveComms::hold(nnpccl_comm *comm) {
+    Slot *slot = t_live_slot;
+    if (slot != nullptr && comm != nullptr && comm == slot->known &&
+        slot->held.load(std::memory_order_relaxed) == nullptr) {
+        slot->held.store(comm, std::memory_order_relaxed);
+        fence_.light();
+        if (removals_.load(std::memory_order_acquire) == slot->known_removals) return Hold{slot, false};
+        slot->held.store(nullptr, std::memory_order_release); // removed since: look again, under the lock
+    }
+    return hold_slow(comm);
+}
 
 // Never destroyed: threads may still hold or give back slots while the
 // process exits. Inline: every call asks for it.
