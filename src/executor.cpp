@@ -218,9 +218,10 @@ void ScheduleRun::announce(Transport &tx, int peer, int channel, bool beside, vo
 
 // The step's arithmetic, once everything it needs is there: `in` is the
 // received payload (null without kRecv), `out` the send slot's (null when
-// nothing is copied into one).
-void ScheduleRun::apply(const Step &step, const void *in, void *out, char *src, char *dst, size_t bytes,
-                        uint32_t divisor) {
+// nothing is copied into one), which a reduction that stores nothing may
+// write directly when `reduce_into_out` (Transport::peer_reads_send_buffers).
+void ScheduleRun::apply(const Step &step, const void *in, void *out, bool reduce_into_out, char *src, char *dst,
+                        size_t bytes, uint32_t divisor) {
     const bool store = step.has(kStore);
     if (step.count == 0) {
         // A zero-byte message (the barrier's signal) carries no data to touch.
@@ -234,9 +235,11 @@ void ScheduleRun::apply(const Step &step, const void *in, void *out, char *src, 
         // operand is the fold so far, so every rank has the same operands in
         // the same places, which the NaN a sum keeps depends on (the other
         // algorithms reduce each element once and pass the result on).
-        void *target = store ? static_cast<void *>(dst) : static_cast<void *>(message_scratch_);
+        void *target = store                                 ? static_cast<void *>(dst)
+                       : out != nullptr && reduce_into_out ? out
+                                                             : static_cast<void *>(message_scratch_);
         reduce(target, src, in, step.count, call_.datatype, call_.op, divisor);
-        if (out != nullptr) copy_bytes(out, target, bytes);
+        if (out != nullptr && out != target) copy_bytes(out, target, bytes);
     } else if (in != nullptr) {
         if (store && in != dst) copy_bytes(dst, in, bytes); // in == dst: the transport received it there
         if (out != nullptr) copy_bytes(out, in, bytes);
@@ -297,7 +300,7 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     }
     // Everything the step needs is here: from now on it runs.
     const int64_t ran_ns = trace_ != nullptr ? trace_now_ns() : 0;
-    apply(step, in, out, src, dst, bytes, divisor);
+    apply(step, in, out, tx != nullptr && !tx->peer_reads_send_buffers(), src, dst, bytes, divisor);
     if (rx != nullptr) {
         rx->release_recv(step.recv_peer, channel);
         verified_[stream_index(step.recv_peer, channel)] = run_number_;
@@ -357,7 +360,8 @@ bool ScheduleRun::try_single(Status *status) {
         slot = single_.tx->try_acquire_send(step.send_peer, 0, bytes + tx_header);
         if (slot == nullptr) return false;
     }
-    apply(step, in, slot == nullptr ? nullptr : static_cast<char *>(slot) + tx_header, address(step.src), dst, bytes,
+    apply(step, in, slot == nullptr ? nullptr : static_cast<char *>(slot) + tx_header,
+          single_.tx != nullptr && !single_.tx->peer_reads_send_buffers(), address(step.src), dst, bytes,
           divisor_of(step));
     if (single_.rx != nullptr) single_.rx->release_recv(step.recv_peer, 0);
     if (single_.tx != nullptr) {

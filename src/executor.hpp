@@ -104,7 +104,8 @@ private:
     bool accept(int peer, int channel, bool check_descriptor, const Transport &rx, const void *message,
                 size_t in_bytes, size_t bytes, size_t *header, Status *status) const;
     void announce(Transport &tx, int peer, int channel, bool beside, void *slot) const;
-    void apply(const Step &step, const void *in, void *out, char *src, char *dst, size_t bytes, uint32_t divisor);
+    void apply(const Step &step, const void *in, void *out, bool reduce_into_out, char *src, char *dst, size_t bytes,
+               uint32_t divisor);
     uint32_t divisor_of(const Step &step) const {
         return step.finalize && call_.op == NNPCCL_AVG ? static_cast<uint32_t>(call_.nranks) : 1;
     }

@@ -45,6 +45,14 @@ public:
     virtual void *try_acquire_send(int peer, int channel, size_t bytes) = 0;
     // Sends the first `bytes` of the acquired buffer.
     virtual void commit_send(int peer, int channel, size_t bytes) = 0;
+    // Whether the receiver reads a send buffer where it lies (shared
+    // memory). The executor then reduces into a cache-hot scratch and
+    // copies the result in, since a reduce loop writing the buffer would
+    // first fetch each line back from the peer that read it last. Where the
+    // buffer is this process's own (the kernel or a provider copies it
+    // out), it reduces straight into it and saves that copy. Only speed
+    // depends on it.
+    virtual bool peer_reads_send_buffers() const { return false; }
 
     // Sends in place, for transports that can send straight out of the
     // caller's memory (a libfabric provider that needs no registration):

@@ -260,6 +260,8 @@ public:
     // Emulated waits end at a due time and sleep precisely; spinning is for
     // what the inner transport answers quickly.
     int spin_hint_us() const override { return inner_->spin_hint_us(); }
+    // Passed-through streams send from the inner transport's buffers.
+    bool peer_reads_send_buffers() const override { return inner_->peer_reads_send_buffers(); }
     // Hands every held message over as it falls due (sleeping in between),
     // then flushes the inner transport.
     Status flush(const Deadline &deadline) override;

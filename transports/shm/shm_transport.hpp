@@ -66,6 +66,7 @@ public:
 
     const char *name() const override { return "shm"; }
     int spin_hint_us() const override { return 20; } // a peer in shared memory answers within microseconds
+    bool peer_reads_send_buffers() const override { return true; }
     size_t max_message_bytes() const override { return slot_bytes_; }
     size_t header_room() const override;
     void *try_acquire_send(int peer, int channel, size_t bytes) override;
