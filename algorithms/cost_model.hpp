@@ -38,6 +38,12 @@ struct CostInputs {
     // Ranks per core on the most crowded host (1 when every rank has a
     // core of its own). See host_lockstep() in cost_model.cpp.
     double host_ranks_per_core = 1;
+    // Whether the ranks of a host reach each other over a network
+    // transport (NNPCCL_TRANSPORT=socket or ofi) rather than shared
+    // memory. The kernel then copies every message on the sender's core
+    // and again on the receiver's, so the ring's bytes wait for the ranks
+    // sharing a core as every other algorithm's do (host_lockstep()).
+    bool host_over_network = false;
 
     double host_reduce_us(size_t elem_size) const;
 };

@@ -275,13 +275,19 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     }
     const double through_links = concurrent(t, flows).transfer_us;
     // A chain's piece moves one hop at a time: its α do not wait their turn.
+    const bool flat = t.machine().shape() == Shape::Flat;
     const double host_alpha = chain ? every_alpha : host_lockstep(t, inputs, every_alpha);
-    const double transfer = t.machine().shape() == Shape::Flat ? host_alpha + std::max(slowest_bytes, through_links)
-                                                               : std::max(slowest_channel, through_links + critical_reduce);
+    const double transfer = flat ? host_alpha + std::max(slowest_bytes, through_links)
+                                 : std::max(slowest_channel, through_links + critical_reduce);
     double reduced = 0;
     if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
         reduced = (p - 1.0) / p * total;
     if (args.collective == Collective::Reduce) reduced = total;
+    // Over a network transport within the host nothing escapes the ranks
+    // sharing a core: every α, byte and reduction (CostInputs).
+    if (flat && inputs.host_over_network && !chain)
+        return host_lockstep(
+            t, inputs, with_reduction(t, inputs, args.elem_size, every_alpha + std::max(slowest_bytes, through_links), reduced));
     return with_reduction(t, inputs, args.elem_size, transfer, reduced);
 }
 

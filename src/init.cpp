@@ -191,7 +191,8 @@ Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
 }
 
 // What the planner needs from the hosts, the same on every rank: the most
-// crowded host's ranks per core, rank 0's NNPCCL_TUNE and, only where that
+// crowded host's ranks per core, whether any rank reaches the ranks of its
+// own host over the network (NNPCCL_TRANSPORT), rank 0's NNPCCL_TUNE and, only where that
 // is 1, γ as rank 0 measures it (how fast its host reduces, a few ms once
 // per process); and rank 0's tuning file. Ranks that used figures or files
 // of their own could choose apart near a crossover and then run different
@@ -201,7 +202,9 @@ Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
 // same job would give different bits (docs/design.md, "Reproducible
 // results"). Makes the selector.
 Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline) {
-    std::string mine = format("%a ", my_ranks_per_core); // hex floats: exact
+    const bool over_network =
+        comm.settings.transport == TransportMode::Socket || comm.settings.transport == TransportMode::Ofi;
+    std::string mine = format("%a %d ", my_ranks_per_core, over_network ? 1 : 0); // hex floats: exact
     if (comm.rank == 0) {
         mine += comm.settings.tuning.enabled ? "1 " : "0 ";
         if (comm.settings.tuning.enabled)
@@ -212,14 +215,19 @@ Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, con
     NNPCCL_TRY(comm.bootstrap->allgather(mine, deadline, &all));
     CostInputs &costs = comm.facts.costs;
     costs.host_ranks_per_core = 1;
-    for (const std::string &entry : all)
-        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, std::strtod(entry.c_str(), nullptr));
+    costs.host_over_network = false;
+    for (const std::string &entry : all) {
+        char *after = nullptr;
+        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, std::strtod(entry.c_str(), &after));
+        costs.host_over_network = costs.host_over_network || std::strtol(after, nullptr, 10) == 1;
+    }
     const std::string &root = all[0];
     const size_t newline = root.find('\n');
     if (newline == std::string::npos) return internal_error("rank 0's planning inputs have no tuning-file line");
     const std::string numbers = root.substr(0, newline);
     char *end = nullptr;
-    std::strtod(numbers.c_str(), &end); // rank 0's ranks per core, taken above
+    std::strtod(numbers.c_str(), &end); // rank 0's ranks per core and transport, taken above
+    std::strtol(end, &end, 10);
     const char *text = end;
     comm.settings.tuning.enabled = std::strtol(text, &end, 10) == 1;
     text = end;

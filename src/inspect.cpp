@@ -123,8 +123,9 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     complete_call(&call, 0, topology.nranks(), settings.planning.chunk_bytes);
     if (no_buffers) call.in_place = false;
 
-    Selector selector(topology, 0, host_costs(topology.nranks(), settings.tuning.enabled), settings.tuning.enabled,
-                      forced);
+    CostInputs costs = host_costs(topology.nranks(), settings.tuning.enabled);
+    costs.host_over_network = settings.transport == TransportMode::Socket || settings.transport == TransportMode::Ofi;
+    Selector selector(topology, 0, costs, settings.tuning.enabled, forced);
     NNPCCL_TRY(prefer_tuning_file(settings.planning.tuning_file, topology, &selector));
     const Explanation e = selector.explain(call);
     *out = nnpccl_explanation_t{};
