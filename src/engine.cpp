@@ -19,7 +19,14 @@ inline void cpu_relax() {
 
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
 constexpr int kSleepSliceMs = 10;
-constexpr int kYieldPhaseUs = 200;
+// A waiting rank yields its core for this many of its transports' typical
+// answer times (Transport::spin_hint_us), and at least kMinYieldUs, before
+// it sleeps: a sleeper's wake-up costs tens of µs under a hypervisor, on
+// every message it waits for. Over TCP, where an answer is a large
+// message's kernel copies, 200 µs was too short a yield: ranks that share
+// cores slept through most waits (docs/performance.md, "Waiting over TCP").
+constexpr int kYieldAnswers = 10;
+constexpr int kMinYieldUs = 200;
 // Polls a spinning wait makes before it looks at the clock: with one pause
 // each, a few microseconds, well inside the spin phase.
 constexpr unsigned kQuickPolls = 64;
@@ -34,6 +41,7 @@ Engine::Engine(std::vector<Transport *> transports, int timeout_sec, int spin_us
     int hint = 0;
     for (Transport *t : transports_) hint = std::max(hint, t->spin_hint_us());
     spin_us_ = spin_us >= 0 ? spin_us : (local_ranks <= cores ? hint : 0);
+    yield_us_ = std::max(kMinYieldUs, kYieldAnswers * hint);
 }
 
 Engine::~Engine() {
@@ -333,7 +341,7 @@ bool Engine::idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name
     auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle.since).count();
     if (idle_us < spin_us_) {
         cpu_relax(); // one pause: tens of ns on recent cores, so a wait ends soon after its answer lands
-    } else if (idle_us < spin_us_ + kYieldPhaseUs) {
+    } else if (idle_us < spin_us_ + yield_us_) {
         sched_yield();
     } else if (transports_.size() == 1) {
         transports_[0]->wait_for_event(seen, kSleepSliceMs);

@@ -202,6 +202,7 @@ private:
     std::function<void(const Status &)> failure_hook_;
     int timeout_sec_;
     int spin_us_;
+    int yield_us_; // after the spin: yielding the core, before sleeping
 
     mutable std::mutex queue_mutex_;
     std::deque<std::shared_ptr<Operation>> queue_;
