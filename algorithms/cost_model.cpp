@@ -61,9 +61,11 @@ double with_reduction(const Topology &t, const CostInputs &inputs, size_t elem_s
 // double binary tree, pairwise): a round ends when its last rank has done
 // its part, and with r ranks on each core of a `flat` host a core runs its
 // ranks' parts one after another, so the round takes r times as long. The
-// ring's bytes escape this: it is a pipeline, each rank waits only for its
-// left neighbour, and neighbours sit on different cores (affinity.hpp pins
-// round robin), so one core's rank copies while the other's forwards. Its
+// ring's bytes escape this on shared memory: it is a pipeline, each rank
+// waits only for its left neighbour, and neighbours sit on different cores
+// (affinity.hpp pins round robin), so one core's rank copies while the
+// other's forwards. (Not over a network transport, whose kernel copies
+// each message on both ends' cores: CostInputs::host_over_network.) Its
 // messages' α do not: α on the host is the rank's own work (the slot
 // handshake, waking the receiver), done by the one thread that drives all
 // of the rank's channels and waiting for the receiver's turn on its core,
