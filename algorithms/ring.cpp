@@ -285,9 +285,10 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     if (args.collective == Collective::Reduce) reduced = total;
     // Over a network transport within the host nothing escapes the ranks
     // sharing a core: every α, byte and reduction (CostInputs).
-    if (flat && inputs.host_over_network && !chain)
-        return host_lockstep(
-            t, inputs, with_reduction(t, inputs, args.elem_size, every_alpha + std::max(slowest_bytes, through_links), reduced));
+    if (flat && inputs.host_over_network && !chain) {
+        const double unhidden = every_alpha + std::max(slowest_bytes, through_links);
+        return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, unhidden, reduced));
+    }
     return with_reduction(t, inputs, args.elem_size, transfer, reduced);
 }
 

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-
 namespace nnpccl {
 
 namespace {
@@ -118,7 +117,6 @@ void LiveComms::remove(nnpccl_comm *comm) {
     while (held_anywhere(comm) || comm->active_calls.load() > 0)
         std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
-
 
 void free_comm(nnpccl_comm *comm) {
     live_comms().remove(comm);

@@ -229,7 +229,9 @@ void ScheduleRun::apply(const Step &step, const void *in, void *out, bool reduce
         // Reduce into the store target (or a cache-hot scratch), then copy
         // into the send slot: memcpy fills the slot's lines without first
         // fetching them back from the peer that read them, which a reduce
-        // loop writing the slot would do for every line. This rank's
+        // loop writing the slot would do for every line. A slot no peer
+        // reads in place (`reduce_into_out`) takes the reduction itself.
+        // This rank's
         // operand comes first and the received one second, as in the branch
         // without a receive below. In direct's fold in rank order the local
         // operand is the fold so far, so every rank has the same operands in

@@ -11,11 +11,10 @@
 
 namespace nnpccl {
 
-// A success carries no message and costs two words to make and nothing to
-// destroy: a small call passes through a dozen of them.
-// One pointer, null when the call succeeded: the success path of every
-// check builds, tests and destroys a Status, and a single word is stored
-// and read back whole. (Code and message side by side took a 16-byte store
+// One pointer, null when the call succeeded: a success carries no message,
+// and the success path of every check (a small call passes through a dozen)
+// builds, tests and destroys a Status, a single word stored and read back
+// whole. (Code and message side by side took a 16-byte store
 // and an 8-byte load of its upper half, which the CPU cannot forward from
 // the store: a stall on every check of every call.)
 class Status {
@@ -52,6 +51,7 @@ private:
     std::unique_ptr<Failure> failure_;
 };
 
+// printf-style message formatting for Status and logs.
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Statuses with a printf-style message; the compiler checks the arguments.
