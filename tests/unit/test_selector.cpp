@@ -118,6 +118,30 @@ TEST_CASE("a host with more ranks than cores prefers the ring to lockstep rounds
     CHECK(chosen(call(Collective::Allreduce, 8, 64), hcm, crowded_hcm) == chosen(call(Collective::Allreduce, 8, 64), hcm));
 }
 
+// Over a network transport within the host the kernel copies each message
+// on both ends' cores, and the ring's pipeline no longer keeps two cores
+// busy (measured over loopback TCP on 2 cores: halving-doubling 1.2-2.5x
+// faster than the ring from 512 KiB at 4 ranks, 1.3-1.8x at 8;
+// docs/performance.md, "The ring over TCP, when ranks share cores").
+TEST_CASE("over a network transport, a crowded host does not prefer the ring", "[selector]") {
+    PlanOptions crowded_net;
+    crowded_net.costs.host_ranks_per_core = 2;
+    crowded_net.costs.host_over_network = true;
+    for (size_t bytes : {size_t{128} << 10, size_t{512} << 10})
+        CHECK(chosen(call(Collective::Allreduce, 4, bytes), Topology::flat(4), crowded_net) == "halving_doubling");
+    PlanOptions crowded8_net = crowded_net;
+    crowded8_net.costs.host_ranks_per_core = 4;
+    CHECK(chosen(call(Collective::Allreduce, 8, size_t{2} << 20), Topology::flat(8), crowded8_net) ==
+          "halving_doubling");
+    // With a core per rank there is no turn to wait for: the choice is the
+    // one shared memory gets.
+    PlanOptions roomy_net;
+    roomy_net.costs.host_over_network = true;
+    for (size_t bytes : {size_t{64}, size_t{1} << 20, size_t{64} << 20})
+        CHECK(chosen(call(Collective::Allreduce, 4, bytes), Topology::flat(4), roomy_net) ==
+              chosen(call(Collective::Allreduce, 4, bytes), Topology::flat(4)));
+}
+
 // From 512 MiB up; at 16-256 MiB the ring both ways is predicted faster
 // (its four channels are never out of step, while the torus's few slices
 // leave ports idle at the start and end of each channel).
