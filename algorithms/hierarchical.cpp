@@ -522,7 +522,11 @@ double predict_hierarchical_us(const CollectiveArgs &args, const Topology &t, co
         host_alpha = (ceil_log2(static_cast<int>(l) + 1) + pieces - 1) * alpha_host;
         net_alpha = (h - 1 + pieces - 1) * alpha_net;
     }
-    const double host_us = host_lockstep(t, inputs, host_alpha) + concurrent(t, host_flows).transfer_us;
+    // Over a network transport the host's bytes take turns on its cores as
+    // its α do (CostInputs::host_over_network).
+    const double host_bytes_us = concurrent(t, host_flows).transfer_us;
+    const double host_us = inputs.host_over_network ? host_lockstep(t, inputs, host_alpha + host_bytes_us)
+                                                    : host_lockstep(t, inputs, host_alpha) + host_bytes_us;
     const double net_us = net_alpha + concurrent(t, net_flows).transfer_us;
     double transfer = host_us + net_us;
     if (c == Collective::Allreduce) transfer = 2 * transfer; // each phase again the other way

@@ -283,8 +283,11 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
         reduced = (p - 1.0) / p * total;
     if (args.collective == Collective::Reduce) reduced = total;
-    // Over a network transport within the host nothing escapes the ranks
-    // sharing a core: every α, byte and reduction (CostInputs).
+    // Over a network transport within the host nothing of a ring whose
+    // every rank works in every step escapes the ranks sharing a core:
+    // every α, byte and reduction (CostInputs). A chain's piece still moves
+    // a hop at a time; with no measurement of chains over TCP, they keep
+    // the shared-memory terms.
     if (flat && inputs.host_over_network && !chain) {
         const double unhidden = every_alpha + std::max(slowest_bytes, through_links);
         return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, unhidden, reduced));
