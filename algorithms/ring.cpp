@@ -277,8 +277,8 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     // A chain's piece moves one hop at a time: its α do not wait their turn.
     const bool flat = t.machine().shape() == Shape::Flat;
     const double host_alpha = chain ? every_alpha : host_lockstep(t, inputs, every_alpha);
-    const double transfer = flat ? host_alpha + std::max(slowest_bytes, through_links)
-                                 : std::max(slowest_channel, through_links + critical_reduce);
+    const double host_bytes = std::max(slowest_bytes, through_links);
+    const double transfer = flat ? host_alpha + host_bytes : std::max(slowest_channel, through_links + critical_reduce);
     double reduced = 0;
     if (args.collective == Collective::Allreduce || args.collective == Collective::ReduceScatter)
         reduced = (p - 1.0) / p * total;
@@ -288,10 +288,8 @@ double predict_ring_us(const CollectiveArgs &args, const Topology &t, const Cost
     // every α, byte and reduction (CostInputs). A chain's piece still moves
     // a hop at a time; with no measurement of chains over TCP, they keep
     // the shared-memory terms.
-    if (flat && inputs.host_over_network && !chain) {
-        const double unhidden = every_alpha + std::max(slowest_bytes, through_links);
-        return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, unhidden, reduced));
-    }
+    if (flat && inputs.host_over_network && !chain)
+        return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, every_alpha + host_bytes, reduced));
     return with_reduction(t, inputs, args.elem_size, transfer, reduced);
 }
 

@@ -265,7 +265,7 @@ bool only_takes_its_number(const nnpccl_comm *comm, const Call &c) {
 
 nnpccl_result_t run_blocking(nnpccl_comm *comm, Call &&call) {
     CallGuard guard(comm);
-    if (call.count == 0 && guard.held() && only_takes_its_number(comm, call)) {
+    if (guard.held() && only_takes_its_number(comm, call)) {
         ++comm->next_sequence;
         return NNPCCL_SUCCESS;
     }

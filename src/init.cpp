@@ -202,9 +202,8 @@ Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
 // same job would give different bits (docs/design.md, "Reproducible
 // results"). Makes the selector.
 Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline) {
-    const bool over_network =
-        comm.settings.transport == TransportMode::Socket || comm.settings.transport == TransportMode::Ofi;
-    std::string mine = format("%a %d ", my_ranks_per_core, over_network ? 1 : 0); // hex floats: exact
+    // Hex floats: exact.
+    std::string mine = format("%a %d ", my_ranks_per_core, network_only(comm.settings.transport) ? 1 : 0);
     if (comm.rank == 0) {
         mine += comm.settings.tuning.enabled ? "1 " : "0 ";
         if (comm.settings.tuning.enabled)
@@ -403,13 +402,13 @@ Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode
 // collective: every rank takes part when any rank needs one.
 Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
     const TransportMode mode = comm.settings.transport;
-    const bool network_only = mode == TransportMode::Ofi || mode == TransportMode::Socket;
+    const bool all_over_network = network_only(mode);
     // Streams per peer: as many as the algorithm with the most channels needs.
     const int channels = max_schedule_channels(comm.topology);
     Transport *shm = nullptr;
     Transport *network = nullptr;
     std::string network_text;
-    if (!network_only && hosts.any_host_shared) {
+    if (!all_over_network && hosts.any_host_shared) {
         std::unique_ptr<ShmTransport> made;
         NNPCCL_TRY(ShmTransport::create(*comm.bootstrap, hosts.local, channels, comm.settings.shm, comm.message_bytes,
                                         comm.facts.numa_node, deadline, &made));
@@ -417,7 +416,7 @@ Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline 
         comm.transports.push_back(std::move(made));
     }
     TransportMode across = mode;
-    if (!network_only && hosts.any_remote) NNPCCL_TRY(choose_network(comm, deadline, &across));
+    if (!all_over_network && hosts.any_remote) NNPCCL_TRY(choose_network(comm, deadline, &across));
     if (across == TransportMode::Socket) {
         std::unique_ptr<SocketTransport> made;
         NNPCCL_TRY(SocketTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes, deadline,
@@ -439,7 +438,7 @@ Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline 
     for (int r = 0; r < comm.nranks; ++r) {
         if (r == comm.rank) continue;
         const bool same_host = hosts.host[static_cast<size_t>(r)] == mine;
-        Transport *t = same_host && !network_only ? shm : network;
+        Transport *t = same_host && !all_over_network ? shm : network;
         comm.route[static_cast<size_t>(r)] = t;
         std::string &list = t == shm ? over_shm : over_network;
         list += (list.empty() ? "" : ",") + std::to_string(r);

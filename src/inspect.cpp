@@ -124,7 +124,7 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     if (no_buffers) call.in_place = false;
 
     CostInputs costs = host_costs(topology.nranks(), settings.tuning.enabled);
-    costs.host_over_network = settings.transport == TransportMode::Socket || settings.transport == TransportMode::Ofi;
+    costs.host_over_network = network_only(settings.transport);
     Selector selector(topology, 0, costs, settings.tuning.enabled, forced);
     NNPCCL_TRY(prefer_tuning_file(settings.planning.tuning_file, topology, &selector));
     const Explanation e = selector.explain(call);

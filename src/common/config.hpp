@@ -13,6 +13,8 @@
 namespace nnpccl {
 
 enum class TransportMode { Auto, Shm, Ofi, Socket };
+// Whether every peer, those on this host too, is reached over the network.
+constexpr bool network_only(TransportMode mode) { return mode == TransportMode::Ofi || mode == TransportMode::Socket; }
 // What reaches ranks on other hosts when NNPCCL_TRANSPORT is auto.
 enum class NetTransport { Auto, Socket, Ofi };
 

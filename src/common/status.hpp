@@ -14,9 +14,9 @@ namespace nnpccl {
 // One pointer, null when the call succeeded: a success carries no message,
 // and the success path of every check (a small call passes through a dozen)
 // builds, tests and destroys a Status, a single word stored and read back
-// whole. (Code and message side by side took a 16-byte store
-// and an 8-byte load of its upper half, which the CPU cannot forward from
-// the store: a stall on every check of every call.)
+// whole. (Code and message side by side took a 16-byte store and an 8-byte
+// load of its upper half, which the CPU cannot forward from the store: a
+// stall on every check of every call.)
 class Status {
 public:
     Status() = default;
