@@ -2,6 +2,8 @@
 # The command-line tools' usage errors: a bad value, an unknown flag and an
 # unknown collective each end with exit status 2 (1 is a failed run) and one
 # line on stderr naming what was wrong; --help succeeds and lists the flags.
+# A peer bench asked for a collective its library lacks exits 3 instead
+# (tools/compare-peers leaves it out of the table).
 # Usage: cli_usage_test.sh path/to/ccl-bench path/to/ccl-topo [path/to/gloo-bench]
 set -u
 bench=$1
@@ -62,5 +64,12 @@ if [ -n "$gloo" ]; then
     usage_error "gloo-bench bad size" "12Q" "$gloo" allreduce -b 12Q
     usage_error "gloo-bench unknown flag" "--frobnicate" "$gloo" allreduce --frobnicate
     usage_error "gloo-bench unknown collective" "unknown collective: allreduse" "$gloo" allreduse
+    "$gloo" reduce_scatter --np 2 >"$out/stdout" 2>"$out/stderr"
+    status=$?
+    if [ $status -ne 3 ] || ! grep -qF "has no reduce_scatter" "$out/stderr"; then
+        echo "FAILED: gloo-bench reduce_scatter: exit $status, stderr:"; cat "$out/stderr"; failed=1
+    else
+        echo "ok: gloo-bench reduce_scatter: $(cat "$out/stderr")"
+    fi
 fi
 exit $failed

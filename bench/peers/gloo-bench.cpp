@@ -306,7 +306,7 @@ int main(int argc, char **argv) {
     if (opts.collective == Collective::ReduceScatter) {
         std::fprintf(stderr, "gloo-bench: this Gloo (%d.%d.%d) has no reduce_scatter collective\n",
                      GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
-        return 2;
+        return kExitNoSuchCollective;
     }
 
     int rank = 0;

@@ -46,6 +46,11 @@ inline constexpr CollectiveInfo kCollectives[] = {
     {Collective::Reduce, "reduce", true, true},
 };
 
+// The exit status of a peer asked for a collective its library lacks
+// (Debian's Gloo has no reduce_scatter), told apart from a failure so that
+// tools/compare-peers can leave that peer out of the table and say why.
+inline constexpr int kExitNoSuchCollective = 3;
+
 inline const CollectiveInfo &info(Collective c) {
     for (const CollectiveInfo &entry : kCollectives)
         if (entry.collective == c)
