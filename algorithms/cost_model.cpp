@@ -121,6 +121,17 @@ FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const Rou
     return cost;
 }
 
+double round_alpha_us(const Topology &t, const CostInputs &inputs, const std::vector<Flow> &flows, double latency_us) {
+    if (t.machine().shape() != Shape::Flat || !inputs.host_over_network || flows.empty()) return latency_us;
+    std::vector<int> sent(static_cast<size_t>(t.nranks()), 0), received(static_cast<size_t>(t.nranks()), 0);
+    int most = 0;
+    for (const Flow &f : flows) {
+        if (f.from == f.to) continue;
+        most = std::max({most, ++sent[static_cast<size_t>(f.from)], ++received[static_cast<size_t>(f.to)]});
+    }
+    return std::max(1, most) * latency_us;
+}
+
 double simulate_ports(const std::vector<std::vector<PortMessage>> &channels, const std::vector<double> &port_gbps,
                       const std::vector<double> &port_latency_us) {
     using Ready = std::pair<double, size_t>; // when the channel's next message may start; the channel

@@ -101,6 +101,15 @@ struct FlowCost {
 // and not kept.
 FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const RouteTable *traced = nullptr);
 
+// α of a round of `flows` whose longest route's latency is `latency_us`.
+// On shared memory a rank posts its messages of a round together and α is
+// the wait for them, paid once. Over a network transport within the host
+// (CostInputs::host_over_network) each message is a system call on the
+// rank's one thread and the kernel's wake-up of its receiver, paid one
+// after another: α times the most messages a rank sends or receives in
+// the round (p - 1 for direct, up to 4 for the double binary tree).
+double round_alpha_us(const Topology &t, const CostInputs &inputs, const std::vector<Flow> &flows, double latency_us);
+
 // One message of a symmetric schedule: the port it leaves by and its size.
 struct PortMessage {
     int port;

@@ -169,7 +169,7 @@ double predict_direct_us(const CollectiveArgs &args, const Topology &t, const Co
     // chunk rounds run in lock step, each waiting for the last.
     const bool streams = args.collective == Collective::Gather || args.collective == Collective::Scatter;
     const double rounds = streams && t.machine().shape() != Shape::Flat ? 1 : messages(per_pair, chunk);
-    const double transfer = rounds * cost.latency_us + cost.transfer_us;
+    const double transfer = rounds * round_alpha_us(t, inputs, flows, cost.latency_us) + cost.transfer_us;
     const double reduced = args.collective == Collective::Allreduce       ? (p - 1.0) * total
                            : args.collective == Collective::ReduceScatter ? (p - 1.0) * per_pair
                                                                           : 0;

@@ -407,7 +407,7 @@ int run(const Options &o) {
     Topology topology;
     Settings settings;
     if (Status s = resolve_settings(nullptr, &settings); !s) usage_error(s.message());
-    if (Status s = load_topology(o.topo, o.np, topology_options(settings.planning), &topology); !s)
+    if (Status s = load_topology(o.topo, o.np, topology_options(settings.planning, /*host_over_network=*/false), &topology); !s)
         usage_error("--topo " + o.topo + ": " + s.message() +
                     (o.np == 0 && o.topo == "flat" ? " (give the number of ranks with --np N)" : ""));
     const int p = topology.nranks();

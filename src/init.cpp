@@ -200,8 +200,10 @@ Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
 // (CostInputs), not a measurement: a measured figure moves from run to run,
 // and a choice that moved with it would change the order of a sum, so the
 // same job would give different bits (docs/design.md, "Reproducible
-// results"). Makes the selector.
-Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline) {
+// results"). `root_tuning_entry` is rank 0's tuning file, for
+// make_selector() once the machine is loaded.
+Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline,
+                                std::string *root_tuning_entry) {
     // Hex floats: exact.
     std::string mine = format("%a %d ", my_ranks_per_core, network_only(comm.settings.transport) ? 1 : 0);
     if (comm.rank == 0) {
@@ -237,9 +239,15 @@ Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, con
                 return internal_error("rank 0's reduction speeds '%s' do not parse", numbers.c_str());
             text = end;
         }
+    *root_tuning_entry = root.substr(newline + 1);
+    return Status::ok();
+}
+
+// The selector, on the machine and with the planning inputs every rank agreed on.
+Status make_selector(nnpccl_comm &comm, const std::string &root_tuning_entry) {
     comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs, comm.settings.tuning.enabled,
                                                comm.configured_algorithms);
-    return take_tuning_file(comm, std::string_view(root).substr(newline + 1));
+    return take_tuning_file(comm, root_tuning_entry);
 }
 
 // The name a host goes by in the machine model: its host name, or its
@@ -323,10 +331,12 @@ Status agree_on_network(nnpccl_comm &comm, const Deadline &deadline, LinkParams 
 // The machine model every plan is made on: NNPCCL_TOPO's, or for a job on
 // several hosts with none given the two-level host machine (the host
 // model within each host, the network between them; docs/design.md, "Jobs
-// on several hosts").
+// on several hosts"). Where the ranks of a host reach each other over a
+// network transport, as agreed, the host link's α is a TCP message's
+// (kHostOverNetworkLatencyUs).
 Status load_machine(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
     const PlanningOptions &planning = comm.settings.planning;
-    TopologyOptions options = topology_options(planning);
+    TopologyOptions options = topology_options(planning, comm.facts.costs.host_over_network);
     if ((planning.topology.empty() || planning.topology == "flat") && hosts.any_remote) {
         NNPCCL_TRY(agree_on_network(comm, deadline, &options.network));
         const std::vector<std::string> names = host_names(hosts);
@@ -521,8 +531,10 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     if (comm.trace != nullptr && comm.rank == hosts.local.front()) NNPCCL_TRY(comm.trace->start_file());
     double ranks_per_core = 1;
     NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
+    std::string root_tuning_entry;
+    NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline, &root_tuning_entry));
     NNPCCL_TRY(load_machine(comm, hosts, deadline));
-    NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline));
+    NNPCCL_TRY(make_selector(comm, root_tuning_entry));
     NNPCCL_TRY(open_transports(comm, hosts, deadline));
     if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm, hosts, deadline));
     start_engine(comm);

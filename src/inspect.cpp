@@ -113,7 +113,9 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     NNPCCL_TRY(resolve_settings(nullptr, &settings));
     const std::string spec = topology_spec != nullptr ? topology_spec : "";
     Topology topology;
-    if (Status loaded = load_topology(spec, nranks, topology_options(settings.planning), &topology); !loaded)
+    const bool host_over_network = network_only(settings.transport);
+    if (Status loaded = load_topology(spec, nranks, topology_options(settings.planning, host_over_network), &topology);
+        !loaded)
         return invalid_argument("topology '%s': %s", spec.empty() ? "flat" : spec.c_str(), loaded.message().c_str());
     NNPCCL_TRY(check_root(call, topology.nranks()));
     std::shared_ptr<const AlgoOverride> forced;
@@ -124,7 +126,7 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     if (no_buffers) call.in_place = false;
 
     CostInputs costs = host_costs(topology.nranks(), settings.tuning.enabled);
-    costs.host_over_network = network_only(settings.transport);
+    costs.host_over_network = host_over_network;
     Selector selector(topology, 0, costs, settings.tuning.enabled, forced);
     NNPCCL_TRY(prefer_tuning_file(settings.planning.tuning_file, topology, &selector));
     const Explanation e = selector.explain(call);

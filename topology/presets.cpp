@@ -94,8 +94,9 @@ Status parse_rank_hosts(const std::string &spec, const std::string &list, const 
 
 } // namespace
 
-TopologyOptions topology_options(const PlanningOptions &planning) {
+TopologyOptions topology_options(const PlanningOptions &planning, bool host_over_network) {
     TopologyOptions options;
+    if (host_over_network) options.host.latency_us = kHostOverNetworkLatencyUs;
     if (planning.network_gbps > 0) options.network.gbps = planning.network_gbps;
     if (planning.network_latency_us >= 0) options.network.latency_us = planning.network_latency_us;
     return options;

@@ -33,9 +33,19 @@ struct TopologyOptions {
     LinkParams network{1.25, 20.0};
 };
 
+// α of the host link where the ranks of a host reach each other over a
+// network transport (NNPCCL_TRANSPORT=socket or ofi): a step of a 2-rank
+// ring allreduce of 8 B over nnpccl's sockets on loopback, each rank with
+// a core of its own (docs/performance.md, "Selection over TCP within a
+// host"). It is a system call's work on each side and the kernel's
+// wake-up of the receiver, where shared memory's is a flag in a cache line.
+constexpr double kHostOverNetworkLatencyUs = 8.0;
+
 // The options as the settings give them: the network between hosts from
-// NNPCCL_NET where set, the rest the defaults.
-TopologyOptions topology_options(const PlanningOptions &planning);
+// NNPCCL_NET where set, the host link's α over a network transport when
+// `host_over_network` (CostInputs::host_over_network, the same on every
+// rank), the rest the defaults.
+TopologyOptions topology_options(const PlanningOptions &planning, bool host_over_network);
 
 // Chips 0..n-1 on a bidirectional ring (n >= 2; n = 2 is one cable).
 Machine ring_machine(int n, LinkParams icl);

@@ -11,6 +11,7 @@
 
 #include "config.hpp"
 #include "planner.hpp"
+#include "presets.hpp"
 #include "reduce.hpp"
 #include "registry.hpp"
 #include "schedule_sim.hpp"
@@ -122,24 +123,49 @@ TEST_CASE("a host with more ranks than cores prefers the ring to lockstep rounds
 // on both ends' cores, and the ring's pipeline no longer keeps two cores
 // busy (measured over loopback TCP on 2 cores: halving-doubling 1.2-2.5x
 // faster than the ring from 512 KiB at 4 ranks, 1.3-1.8x at 8;
-// docs/performance.md, "The ring over TCP, when ranks share cores").
+// docs/performance.md, "The ring over TCP, when ranks share cores"). The
+// host link is planned as init plans it there, with a TCP message's α.
 TEST_CASE("over a network transport, a crowded host does not prefer the ring", "[selector]") {
     PlanOptions crowded_net;
     crowded_net.costs.host_ranks_per_core = 2;
     crowded_net.costs.host_over_network = true;
+    const Topology net4 = Topology::flat(4, topology_options(PlanningOptions{}, true).host);
     for (size_t bytes : {size_t{128} << 10, size_t{512} << 10})
-        CHECK(chosen(call(Collective::Allreduce, 4, bytes), Topology::flat(4), crowded_net) == "halving_doubling");
+        CHECK(chosen(call(Collective::Allreduce, 4, bytes), net4, crowded_net) == "halving_doubling");
     PlanOptions crowded8_net = crowded_net;
     crowded8_net.costs.host_ranks_per_core = 4;
-    CHECK(chosen(call(Collective::Allreduce, 8, size_t{2} << 20), Topology::flat(8), crowded8_net) ==
-          "halving_doubling");
-    // With a core per rank there is no turn to wait for: the choice is the
-    // one shared memory gets.
+    CHECK(chosen(call(Collective::Allreduce, 8, size_t{2} << 20),
+                 Topology::flat(8, topology_options(PlanningOptions{}, true).host), crowded8_net) == "halving_doubling");
+    // With a core per rank there is no turn to wait for: the ring's
+    // pipeline carries large calls, as on shared memory.
     PlanOptions roomy_net;
     roomy_net.costs.host_over_network = true;
-    for (size_t bytes : {size_t{64}, size_t{1} << 20, size_t{64} << 20})
-        CHECK(chosen(call(Collective::Allreduce, 4, bytes), Topology::flat(4), roomy_net) ==
-              chosen(call(Collective::Allreduce, 4, bytes), Topology::flat(4)));
+    CHECK(chosen(call(Collective::Allreduce, 4, size_t{64} << 20), net4, roomy_net) ==
+          chosen(call(Collective::Allreduce, 4, size_t{64} << 20), Topology::flat(4)));
+}
+
+// A message over TCP costs a system call on each side and a wake-up
+// (kHostOverNetworkLatencyUs), where shared memory's is a flag. So fewer
+// steps pay for longer: a 2-rank allreduce of 32 KiB exchanges whole
+// buffers at once rather than run the ring's two steps (measured: direct
+// 1.4-1.5x faster). And a rank's p - 1 messages of a direct round are
+// system calls one after another: at 4 ranks an allgather of 64 KiB takes
+// halving-doubling's two exchanges (1.2-1.4x faster than direct), while
+// on shared memory direct's messages are posted at once and it stays.
+TEST_CASE("over a network transport, a message's α is the kernel's, paid per message", "[selector]") {
+    PlanOptions net;
+    net.costs.host_over_network = true;
+    const Topology net2 = Topology::flat(2, topology_options(PlanningOptions{}, true).host);
+    CHECK(chosen(call(Collective::Allreduce, 2, 32 << 10), net2, net) == "direct");
+    CHECK(chosen(call(Collective::Allreduce, 2, 32 << 10), Topology::flat(2)) == "ring");
+    PlanOptions crowded_net = net, crowded;
+    crowded_net.costs.host_ranks_per_core = 2;
+    crowded.costs.host_ranks_per_core = 2;
+    const Topology net4 = Topology::flat(4, topology_options(PlanningOptions{}, true).host);
+    CHECK(chosen(call(Collective::Allgather, 4, 64 << 10), net4, crowded_net) == "halving_doubling");
+    CHECK(chosen(call(Collective::Allgather, 4, 64 << 10), Topology::flat(4), crowded) == "direct");
+    // The host link of a job on shared memory keeps its own α.
+    CHECK(topology_options(PlanningOptions{}, false).host.latency_us < kHostOverNetworkLatencyUs);
 }
 
 // From 512 MiB up; at 16-256 MiB the ring both ways is predicted faster
