@@ -107,7 +107,7 @@ FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const Rou
 // (CostInputs::host_over_network) each message is a system call on the
 // rank's one thread and the kernel's wake-up of its receiver, paid one
 // after another: α times the most messages a rank sends or receives in
-// the round (p - 1 for direct, up to 4 for the double binary tree).
+// the round (p - 1 for direct).
 double round_alpha_us(const Topology &t, const CostInputs &inputs, const std::vector<Flow> &flows, double latency_us);
 
 // One message of a symmetric schedule: the port it leaves by and its size.

@@ -407,7 +407,9 @@ int run(const Options &o) {
     Topology topology;
     Settings settings;
     if (Status s = resolve_settings(nullptr, &settings); !s) usage_error(s.message());
-    if (Status s = load_topology(o.topo, o.np, topology_options(settings.planning, /*host_over_network=*/false), &topology); !s)
+    // The simulator plans the host as shared memory (its CostInputs say so too).
+    const TopologyOptions machine_options = topology_options(settings.planning, /*host_over_network=*/false);
+    if (Status s = load_topology(o.topo, o.np, machine_options, &topology); !s)
         usage_error("--topo " + o.topo + ": " + s.message() +
                     (o.np == 0 && o.topo == "flat" ? " (give the number of ranks with --np N)" : ""));
     const int p = topology.nranks();

@@ -134,8 +134,8 @@ TEST_CASE("over a network transport, a crowded host does not prefer the ring", "
         CHECK(chosen(call(Collective::Allreduce, 4, bytes), net4, crowded_net) == "halving_doubling");
     PlanOptions crowded8_net = crowded_net;
     crowded8_net.costs.host_ranks_per_core = 4;
-    CHECK(chosen(call(Collective::Allreduce, 8, size_t{2} << 20),
-                 Topology::flat(8, topology_options(PlanningOptions{}, true).host), crowded8_net) == "halving_doubling");
+    const Topology net8 = Topology::flat(8, topology_options(PlanningOptions{}, true).host);
+    CHECK(chosen(call(Collective::Allreduce, 8, size_t{2} << 20), net8, crowded8_net) == "halving_doubling");
     // With a core per rank there is no turn to wait for: the ring's
     // pipeline carries large calls, as on shared memory.
     PlanOptions roomy_net;
