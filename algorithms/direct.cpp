@@ -140,7 +140,9 @@ namespace {
 
 // Direct (direct.cpp, linear.cpp, alltoall.cpp): per chunk every transfer
 // starts at once and the next chunk waits for them, so c = ceil(m / C)
-// rounds of α plus every byte through the most loaded link or port:
+// rounds of α (over a network transport within the host a rank's p - 1
+// messages each pay it: round_alpha_us()) plus every byte through the most
+// loaded link or port:
 //   allreduce   c·α + (p-1)·Sβ (everyone's buffer to everyone) + (p-1)·Sγ
 //   allgather   c·α + (p-1)·mβ out of and into every rank, m = S/p per rank
 //   reduce-scatter  the same + (p-1)·mγ, each rank folding its block
