@@ -122,7 +122,7 @@ FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const Rou
 }
 
 double round_alpha_us(const Topology &t, const CostInputs &inputs, const std::vector<Flow> &flows, double latency_us) {
-    if (t.machine().shape() != Shape::Flat || !inputs.host_over_network || flows.empty()) return latency_us;
+    if (t.machine().shape() != Shape::Flat || !inputs.host_over_network) return latency_us;
     std::vector<int> sent(static_cast<size_t>(t.nranks()), 0), received(static_cast<size_t>(t.nranks()), 0);
     int most = 0;
     for (const Flow &f : flows) {

@@ -231,12 +231,12 @@ void ScheduleRun::apply(const Step &step, const void *in, void *out, bool reduce
         // fetching them back from the peer that read them, which a reduce
         // loop writing the slot would do for every line. A slot no peer
         // reads in place (`reduce_into_out`) takes the reduction itself.
-        // This rank's
-        // operand comes first and the received one second, as in the branch
-        // without a receive below. In direct's fold in rank order the local
-        // operand is the fold so far, so every rank has the same operands in
-        // the same places, which the NaN a sum keeps depends on (the other
-        // algorithms reduce each element once and pass the result on).
+        // This rank's operand comes first and the received one second, as
+        // in the branch without a receive below. In direct's fold in rank
+        // order the local operand is the fold so far, so every rank has the
+        // same operands in the same places, which the NaN a sum keeps
+        // depends on (the other algorithms reduce each element once and
+        // pass the result on).
         void *target = store                                 ? static_cast<void *>(dst)
                        : out != nullptr && reduce_into_out ? out
                                                              : static_cast<void *>(message_scratch_);

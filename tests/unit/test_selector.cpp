@@ -72,6 +72,10 @@ struct ScopedEnv {
 const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling"};
 const std::set<std::string> kBandwidthAlgorithms = {"ring", "torus2d"};
 
+// `flat` as init plans it when the ranks of the host reach each other over
+// a network transport: the host link with a TCP message's α.
+Topology network_flat(int nranks) { return Topology::flat(nranks, topology_options(PlanningOptions{}, true).host); }
+
 } // namespace
 
 TEST_CASE("tiny allreduces take a latency algorithm, large ones a bandwidth algorithm", "[selector]") {
@@ -129,12 +133,12 @@ TEST_CASE("over a network transport, a crowded host does not prefer the ring", "
     PlanOptions crowded_net;
     crowded_net.costs.host_ranks_per_core = 2;
     crowded_net.costs.host_over_network = true;
-    const Topology net4 = Topology::flat(4, topology_options(PlanningOptions{}, true).host);
+    const Topology net4 = network_flat(4);
     for (size_t bytes : {size_t{128} << 10, size_t{512} << 10})
         CHECK(chosen(call(Collective::Allreduce, 4, bytes), net4, crowded_net) == "halving_doubling");
     PlanOptions crowded8_net = crowded_net;
     crowded8_net.costs.host_ranks_per_core = 4;
-    const Topology net8 = Topology::flat(8, topology_options(PlanningOptions{}, true).host);
+    const Topology net8 = network_flat(8);
     CHECK(chosen(call(Collective::Allreduce, 8, size_t{2} << 20), net8, crowded8_net) == "halving_doubling");
     // With a core per rank there is no turn to wait for: the ring's
     // pipeline carries large calls, as on shared memory.
@@ -155,13 +159,13 @@ TEST_CASE("over a network transport, a crowded host does not prefer the ring", "
 TEST_CASE("over a network transport, a message's α is the kernel's, paid per message", "[selector]") {
     PlanOptions net;
     net.costs.host_over_network = true;
-    const Topology net2 = Topology::flat(2, topology_options(PlanningOptions{}, true).host);
+    const Topology net2 = network_flat(2);
     CHECK(chosen(call(Collective::Allreduce, 2, 32 << 10), net2, net) == "direct");
     CHECK(chosen(call(Collective::Allreduce, 2, 32 << 10), Topology::flat(2)) == "ring");
     PlanOptions crowded_net = net, crowded;
     crowded_net.costs.host_ranks_per_core = 2;
     crowded.costs.host_ranks_per_core = 2;
-    const Topology net4 = Topology::flat(4, topology_options(PlanningOptions{}, true).host);
+    const Topology net4 = network_flat(4);
     CHECK(chosen(call(Collective::Allgather, 4, 64 << 10), net4, crowded_net) == "halving_doubling");
     CHECK(chosen(call(Collective::Allgather, 4, 64 << 10), Topology::flat(4), crowded) == "direct");
     // The host link of a job on shared memory keeps its own α.
