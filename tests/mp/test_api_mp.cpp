@@ -178,6 +178,17 @@ int shm_mappings() {
     return count;
 }
 
+bool libfabric_mapped() {
+    bool mapped = false;
+    if (FILE *maps = std::fopen("/proc/self/maps", "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof line, maps) != nullptr)
+            mapped = mapped || std::strstr(line, "/libfabric.so") != nullptr;
+        std::fclose(maps);
+    }
+    return mapped;
+}
+
 } // namespace
 
 // nnpccl_inspect.h on a live communicator: forcing algorithms changes what
@@ -787,6 +798,27 @@ TEST_CASE("shared memory is held only while in use, even when a rank is killed",
     CHECK(statuses[0] == 0);
     CHECK(statuses[1] == 0);
     CHECK(statuses[2] == 128 + SIGKILL);
+}
+
+TEST_CASE("only a rank that uses ofi loads libfabric", "[mp][ofi][shm]") {
+    // libfabric's provider libraries delay the start of every process that
+    // maps them, and a job on one host over shared memory needs none of it.
+    REQUIRE(!libfabric_mapped()); // the ranks inherit this process's mappings
+    const char *transport = GENERATE("auto", "ofi");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    const bool over_ofi = std::strcmp(transport, "ofi") == 0;
+    int status = run_local_ranks(2, [over_ofi](int rank, int nranks, const nnpccl_unique_id_t &id) {
+        nnpccl_comm_t comm = init(rank, nranks, id, 30);
+        if (comm == nullptr) return 1;
+        int failures = 0;
+        EXPECT(allreduce_works(comm, rank, nranks));
+        EXPECT(libfabric_mapped() == over_ofi);
+        if (nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS) ++failures;
+        return failures;
+    });
+    unsetenv("NNPCCL_TRANSPORT");
+    CHECK(status == 0);
 }
 
 TEST_CASE("a local job leaves the caller's own children to the caller", "[mp][launch]") {

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "bootstrap.hpp"
+#include "fabric_library.hpp"
 #include "log.hpp"
 #include "peer_liveness.hpp"
 
@@ -77,13 +78,12 @@ constexpr int kBeatReceives = 8;
 
 int beat_sender(uint64_t tag) { return static_cast<int>((tag >> (kSeqBits + kChannelBits)) & 0xffff); }
 
-std::string fi_message(int rc) { return fi_strerror(rc < 0 ? -rc : rc); }
-
 // Frees fi_info lists on every path out of create().
 struct InfoList {
+    const FabricLibrary *libfabric = nullptr;
     fi_info *head = nullptr;
     ~InfoList() {
-        if (head != nullptr) fi_freeinfo(head);
+        if (head != nullptr) libfabric->freeinfo(head);
     }
 };
 
@@ -143,6 +143,7 @@ struct OfiTransport::Impl {
     int slots = 8;
     size_t slot_bytes = 0;
     std::string description;
+    const FabricLibrary *libfabric = nullptr;
     fid_fabric *fabric = nullptr;
     fid_domain *domain = nullptr;
     fid_cq *cq = nullptr;
@@ -313,11 +314,11 @@ Status OfiTransport::Impl::register_buffer(void *buf, size_t len, uint64_t acces
     *desc = nullptr;
     if (!(mr_mode & FI_MR_LOCAL)) return Status::ok();
     int rc = fi_mr_reg(domain, buf, len, access, 0, 0, 0, mr, nullptr);
-    if (rc != 0) return system_error("ofi: fi_mr_reg of %zu bytes: %s", len, fi_message(rc).c_str());
+    if (rc != 0) return system_error("ofi: fi_mr_reg of %zu bytes: %s", len, libfabric->message(rc).c_str());
     if (mr_mode & FI_MR_ENDPOINT) {
         rc = fi_mr_bind(*mr, &ep->fid, 0);
         if (rc == 0) rc = fi_mr_enable(*mr);
-        if (rc != 0) return system_error("ofi: binding a memory region: %s", fi_message(rc).c_str());
+        if (rc != 0) return system_error("ofi: binding a memory region: %s", libfabric->message(rc).c_str());
     }
     *desc = fi_mr_desc(*mr);
     return Status::ok();
@@ -370,7 +371,8 @@ bool OfiTransport::Impl::post_send(SlotOp *op) {
     auto posted = [&](ssize_t rc) {
         if (rc == -FI_EAGAIN) return false;
         if (rc != 0)
-            record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
+            record_error(remote_error("ofi: sending to rank %d failed: %s", s.peer,
+                                      libfabric->message(static_cast<int>(rc)).c_str()));
         return true;
     };
     if (op->data != nullptr && op->data_bytes >= kSplitMinBytes && op->bytes + sizeof(uint64_t) <= inject_size) {
@@ -425,7 +427,9 @@ bool OfiTransport::Impl::post_recv(SlotOp *op) {
                      : fi_trecv(ep, s.recv_mem + op->index * slot_bytes, slot_bytes, s.recv_desc, FI_ADDR_UNSPEC, tag,
                                 kSplitBit, &op->ctx);
     if (rc == -FI_EAGAIN) return false;
-    if (rc != 0) record_error(system_error("ofi: posting a receive from rank %d failed: %s", s.peer, fi_message(static_cast<int>(rc)).c_str()));
+    if (rc != 0)
+        record_error(system_error("ofi: posting a receive from rank %d failed: %s", s.peer,
+                                  libfabric->message(static_cast<int>(rc)).c_str()));
     return true;
 }
 
@@ -489,8 +493,11 @@ namespace {
 // The providers libfabric offers for reliable tagged messages (in
 // *found) and the one this rank uses (*chosen, pointing into *found).
 Status choose_provider(const std::string &nic_hint, InfoList *found, const fi_info **chosen) {
+    const FabricLibrary *libfabric = nullptr;
+    NNPCCL_TRY(open_fabric_library(&libfabric));
     InfoList hints;
-    hints.head = fi_allocinfo();
+    hints.libfabric = found->libfabric = libfabric;
+    hints.head = libfabric->dupinfo(nullptr);
     if (hints.head == nullptr) return system_error("ofi: fi_allocinfo failed");
     fi_info *h = hints.head;
     h->caps = FI_TAGGED | FI_SEND | FI_RECV;
@@ -501,11 +508,11 @@ Status choose_provider(const std::string &nic_hint, InfoList *found, const fi_in
     std::string provider = env_string("NNPCCL_OFI_PROVIDER");
     if (provider.empty()) provider = env_string("FI_PROVIDER");
     if (!provider.empty()) h->fabric_attr->prov_name = strdup(provider.c_str());
-    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, h, &found->head);
+    int rc = libfabric->getinfo(kApiVersion, nullptr, nullptr, 0, h, &found->head);
     if (rc != 0 || found->head == nullptr)
         return system_error("ofi: no libfabric provider offers reliable tagged messages%s: %s",
                             provider.empty() ? "" : (" (provider '" + provider + "' was asked for)").c_str(),
-                            fi_message(rc).c_str());
+                            libfabric->message(rc).c_str());
 
     // Which one: an interface NNPCCL_SOCKET_IFNAME names, in its prefix,
     // exclusion or exact form as the rendezvous reads it (tcp names its
@@ -575,6 +582,7 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     InfoList found;
     const fi_info *chosen = nullptr;
     NNPCCL_TRY(choose_provider(nic_hint, &found, &chosen));
+    impl->libfabric = found.libfabric;
     // Every rank must speak the same provider.
     impl->description = format("%s on %s", chosen->fabric_attr->prov_name, chosen->domain_attr->name);
     if (std::strncmp(chosen->fabric_attr->prov_name, "shm", 3) == 0)
@@ -587,9 +595,10 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
                      chosen->tx_attr->iov_limit >= 2;
     impl->recv_in_place = options.send_in_place && !(impl->mr_mode & FI_MR_LOCAL);
 
-    int rc = fi_fabric(chosen->fabric_attr, &impl->fabric, nullptr);
+    int rc = impl->libfabric->fabric(chosen->fabric_attr, &impl->fabric, nullptr);
     if (rc == 0) rc = fi_domain(impl->fabric, const_cast<fi_info *>(chosen), &impl->domain, nullptr);
-    if (rc != 0) return system_error("ofi: opening %s: %s", impl->description.c_str(), fi_message(rc).c_str());
+    if (rc != 0)
+        return system_error("ofi: opening %s: %s", impl->description.c_str(), impl->libfabric->message(rc).c_str());
     // A completion queue we can block on, so a waiting rank sleeps inside
     // the provider (which then progresses the transfer) instead of napping
     // between polls; providers without wait objects get a polled one. Only
@@ -617,12 +626,14 @@ Status OfiTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions
     if (rc == 0) rc = fi_ep_bind(impl->ep, &impl->cq->fid, FI_TRANSMIT | FI_RECV);
     if (rc == 0) rc = fi_ep_bind(impl->ep, &impl->av->fid, 0);
     if (rc == 0) rc = fi_enable(impl->ep);
-    if (rc != 0) return system_error("ofi: setting up an endpoint on %s: %s", impl->description.c_str(), fi_message(rc).c_str());
+    if (rc != 0)
+        return system_error("ofi: setting up an endpoint on %s: %s", impl->description.c_str(),
+                            impl->libfabric->message(rc).c_str());
 
     char name[256];
     size_t name_len = sizeof name;
     rc = fi_getname(&impl->ep->fid, name, &name_len);
-    if (rc != 0) return system_error("ofi: fi_getname: %s", fi_message(rc).c_str());
+    if (rc != 0) return system_error("ofi: fi_getname: %s", impl->libfabric->message(rc).c_str());
     if ((chosen->addr_format == FI_SOCKADDR_IN || chosen->addr_format == FI_SOCKADDR_IN6 ||
          chosen->addr_format == FI_SOCKADDR) &&
         name_len <= sizeof impl->own_address)
@@ -825,13 +836,13 @@ void OfiTransport::Impl::read_completions(int timeout_ms) {
             int peer = op != nullptr ? op->stream->peer : -1;
             record_error(remote_error("ofi (%s): %s rank %d failed: %s (%s)", description.c_str(),
                                       op != nullptr && op->is_send ? "sending to" : "receiving from", peer,
-                                      fi_message(err.err).c_str(), detail));
+                                      libfabric->message(err.err).c_str(), detail));
             if (op != nullptr) op->busy = false;
             count_event();
             continue;
         }
         if (n < 0) {
-            record_error(system_error("ofi: reading completions: %s", fi_message(static_cast<int>(n)).c_str()));
+            record_error(system_error("ofi: reading completions: %s", libfabric->message(static_cast<int>(n)).c_str()));
             break;
         }
         const Clock::time_point now = Clock::now();
