@@ -15,8 +15,10 @@ root="$scratch$prefix"
 pcdir="$root/$libdir/pkgconfig"
 test -f "$root/include/nnpccl.h"
 test -f "$pcdir/nnpccl.pc"
-# The .pc names the final prefix; point it at the scratch copy.
-flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$root" --cflags --libs nnpccl)
+# The .pc names the final prefix; point it at the scratch copy. Only that
+# directory is searched: building against the shared library needs no other
+# package's .pc (libfabric's or hwloc's development files may be missing).
+flags=$(PKG_CONFIG_LIBDIR="$pcdir" PKG_CONFIG_PATH= pkg-config --define-variable=prefix="$root" --cflags --libs nnpccl)
 # shellcheck disable=SC2086
 cc -std=c99 -Wall -Wextra -Werror -pedantic "$source_dir/tests/c_api/allreduce_smoke.c" -o "$scratch/smoke" $flags
 LD_LIBRARY_PATH="$root/$libdir" "$scratch/smoke"
