@@ -194,9 +194,9 @@ Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
 // crowded host's ranks per core, whether any rank reaches the ranks of its
 // own host over the network (NNPCCL_TRANSPORT), rank 0's NNPCCL_TUNE and,
 // only where that is 1, γ as rank 0 measures it (how fast its host
-// reduces, a few ms once per process); and rank 0's tuning file. Ranks that used figures or files
-// of their own could choose apart near a crossover and then run different
-// schedules. Without NNPCCL_TUNE=1 γ is the model's fixed default
+// reduces, a few ms once per process); and rank 0's tuning file. Ranks
+// that used figures or files of their own could choose apart near a
+// crossover and then run different schedules. Without NNPCCL_TUNE=1 γ is the model's fixed default
 // (CostInputs), not a measurement: a measured figure moves from run to run,
 // and a choice that moved with it would change the order of a sum, so the
 // same job would give different bits (docs/design.md, "Reproducible
