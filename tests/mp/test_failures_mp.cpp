@@ -413,6 +413,33 @@ TEST_CASE("over sockets, a rank out of file descriptors fails every rank, saying
     unsetenv("NNPCCL_TRANSPORT");
 }
 
+TEST_CASE("over sockets a rank whose NNPCCL_SOCKET_IFNAME matches no interface fails init naming it and so does "
+          "every other rank",
+          "[mp][socket]") {
+    // The transport's set-up fails on that rank before it has connected
+    // anything; the others learn of it from the rendezvous.
+    setenv("NNPCCL_TRANSPORT", "socket", 1);
+    CHECK(run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              int failures = 0;
+              if (rank == 1) setenv("NNPCCL_SOCKET_IFNAME", "nnpccl-none0", 1);
+              nnpccl_comm_t comm = nullptr;
+              nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+              cfg.timeout_sec = 20;
+              const nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg);
+              const std::string why = nnpccl_get_last_error(nullptr);
+              if (rank == 1) {
+                  EXPECT(rc == NNPCCL_ERR_INVALID_ARGUMENT);
+                  EXPECT(why.find("NNPCCL_SOCKET_IFNAME=nnpccl-none0") != std::string::npos);
+              } else {
+                  EXPECT(rc == NNPCCL_ERR_REMOTE);
+                  EXPECT(why.find("rank 1") != std::string::npos);
+              }
+              if (rc == NNPCCL_SUCCESS) nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
+}
+
 TEST_CASE("a rendezvous root out of file descriptors fails the job, saying so, and does not spin",
           "[mp][bootstrap]") {
     // The root's process can take two of four ranks' connections. The two

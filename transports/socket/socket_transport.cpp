@@ -869,6 +869,10 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
     impl->channels = channels;
     impl->slots = options.slots;
     impl->slot_bytes = message_bytes;
+    // Before any return: ~Impl closes every stream's connection.
+    const size_t streams = static_cast<size_t>(impl->nranks) * static_cast<size_t>(channels);
+    impl->sends.resize(streams);
+    impl->recvs.resize(streams);
     // A chunk is a whole number of cache lines (config.cpp), and so is the
     // descriptor in front of it.
     if (message_bytes % kFrameAlign != 0)
@@ -902,9 +906,6 @@ Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOpti
         NNPCCL_TRY(parse_host_port(entry.substr(0, space), &impl->addresses[static_cast<size_t>(r)]));
         impl->tokens[static_cast<size_t>(r)] = std::strtoull(entry.c_str() + space + 1, nullptr, 16);
     }
-    const size_t streams = static_cast<size_t>(impl->nranks) * static_cast<size_t>(channels);
-    impl->sends.resize(streams);
-    impl->recvs.resize(streams);
     impl->liveness.start(impl->rank, impl->nranks);
     LOG_INFO("socket transport: %s, %d slots of %zu bytes per stream, receive buffers %s", impl->description.c_str(),
              impl->slots, impl->slot_bytes,
