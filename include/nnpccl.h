@@ -217,7 +217,10 @@ NNPCCL_API nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
  *  NNPCCL_IN_PROGRESS while a nonblocking init is still running;
  *  NNPCCL_SUCCESS while it is ready and healthy; otherwise the error that
  *  made it fail (a failed init, a dead peer, a timeout, an abort), whose
- *  message nnpccl_get_last_error(comm) then gives. The function itself
+ *  message nnpccl_get_last_error(comm) then gives. Between calls it looks
+ *  at the peers (at most every 0.1 s), so a watchdog that polls it hears of
+ *  a peer that died or aborted without making a call; a peer that destroyed
+ *  its communicator cleanly is not an error here. The function itself
  *  returns NNPCCL_SUCCESS when it could read the state, and
  *  NNPCCL_ERR_INVALID_USAGE when another thread is destroying or aborting
  *  the communicator. */

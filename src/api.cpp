@@ -529,6 +529,7 @@ nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t 
         return NNPCCL_SUCCESS;
     case nnpccl_comm::InitState::Ready: break;
     }
+    comm->engine->check_peers_between_calls();
     Status failure = comm->engine->failure();
     if (!failure) comm->set_last_error(failure.message());
     *async_error = failure.code();

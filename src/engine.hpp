@@ -159,8 +159,15 @@ public:
     // Whether no operation waits in the queue (one being driven may still run).
     bool idle() const { return queued_.load(std::memory_order_acquire) == 0; }
     // Checked with the transports' own liveness every 100 ms while waiting
-    // (the rendezvous root's reports of dead ranks).
-    void set_job_check(std::function<Status()> check) { job_check_ = std::move(check); }
+    // (the rendezvous root's reports of dead ranks); its argument says the
+    // check is check_peers_between_calls'.
+    void set_job_check(std::function<Status(bool between_calls)> check) { job_check_ = std::move(check); }
+    // For nnpccl_comm_get_async_error: a communicator that makes no call
+    // would otherwise hear of a dead or aborted peer only at its next call.
+    // Runs the liveness checks a waiting call makes, at most once per
+    // liveness period and only when no thread drives (a driver makes them
+    // itself), and fails the communicator as a call would if one fails.
+    void check_peers_between_calls();
     // Called once when this engine fails (to tell the rest of the job why).
     void set_failure_hook(std::function<void(const Status &)> hook) { failure_hook_ = std::move(hook); }
 
@@ -196,9 +203,10 @@ private:
     void hand_over_pending_sends();
 
     std::vector<Transport *> transports_;
-    std::function<Status()> job_check_;
+    std::function<Status(bool)> job_check_;
     // The peers' liveness, as the transports and the bootstrap see it.
-    Status check_peers();
+    Status check_peers(bool between_calls = false);
+    std::atomic<int64_t> last_check_between_calls_ns_{0};
     std::function<void(const Status &)> failure_hook_;
     int timeout_sec_;
     int spin_us_;

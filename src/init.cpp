@@ -516,7 +516,7 @@ void start_engine(nnpccl_comm &comm) {
     comm.engine = std::make_unique<Engine>(comm.active_transports(), comm.settings.timeout_sec, comm.settings.spin_us,
                                            comm.facts.local_ranks);
     Bootstrap *bootstrap = comm.bootstrap.get();
-    comm.engine->set_job_check([bootstrap] { return bootstrap->check_job(); });
+    comm.engine->set_job_check([bootstrap](bool between_calls) { return bootstrap->check_job(between_calls); });
     comm.engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
 }
 

@@ -82,8 +82,8 @@ Status Bootstrap::root_host_lost() const {
                         root_host_, root_name_.c_str());
 }
 
-Status Bootstrap::check_job() {
-    if (root_gone_) return root_host_lost();
+Status Bootstrap::check_job(bool between_calls) {
+    if (root_gone_) return between_calls ? Status::ok() : root_host_lost();
     if (fd_ < 0) return Status::ok();
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 0) != 1) return Status::ok();
@@ -95,7 +95,7 @@ Status Bootstrap::check_job() {
         if (root_host_ < 0)
             LOG_INFO("the bootstrap root at %s has gone away; peers' failures are now seen only by the transports",
                      root_name_.c_str());
-        return root_host_lost();
+        return between_calls ? Status::ok() : root_host_lost();
     }
     if (n < static_cast<ssize_t>(sizeof h)) return Status::ok(); // the rest is on its way
     Deadline soon = Deadline::after_seconds(1);

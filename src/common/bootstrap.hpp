@@ -33,8 +33,13 @@ public:
     // dead or aborted, or when the root has gone away and its process was a
     // rank's (set_root_host): that rank is gone. A root that was not a
     // rank's is not missed (its process may simply have finished);
-    // transports and deadlines cover that case.
-    Status check_job();
+    // transports and deadlines cover that case. `between_calls`: the
+    // check of a communicator that makes no call (Engine::
+    // check_peers_between_calls), where a root host's closed connection is
+    // not yet an error: that rank may have finished the job and destroyed
+    // its communicator cleanly, as this one is about to. The next call's
+    // check reports it.
+    Status check_job(bool between_calls = false);
     // Whether this process started the job's root (process_hosts_bootstrap_root).
     bool process_hosts_root() const { return hosts_root_; }
     // The rank whose process hosts the root (-1: none), as the ranks agreed

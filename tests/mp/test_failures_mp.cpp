@@ -351,6 +351,54 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
     kill_one_of_four("socket");
 }
 
+TEST_CASE("ranks between calls hear of a dead peer through nnpccl_comm_get_async_error and not of one that left "
+          "cleanly",
+          "[mp][dead-peer]") {
+    // A watchdog that polls the async error (as NCCL users do) must fire
+    // with no call in flight; a peer that destroyed its communicator at the
+    // end of its work is no failure.
+    static bool killed = false;
+    killed = GENERATE(true, false);
+    const char *transport = GENERATE("shm", "socket");
+    CAPTURE(killed, transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    std::vector<int> statuses;
+    run_local_ranks(
+        3,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = join(rank, nranks, id, 60); // far beyond 5 s: liveness, not the deadline, must end it
+            if (comm == nullptr) return 1;
+            float one = 1, sum = 0;
+            if (nnpccl_allreduce(&one, &sum, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS) return 1;
+            if (rank == 2) {
+                if (killed) raise(SIGKILL);
+                return nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS ? 0 : 1;
+            }
+            const auto t0 = std::chrono::steady_clock::now();
+            nnpccl_result_t async = NNPCCL_SUCCESS;
+            double seconds = 0;
+            while (async == NNPCCL_SUCCESS && seconds < (killed ? 5 : 1.5)) {
+                usleep(20000);
+                if (nnpccl_comm_get_async_error(comm, &async) != NNPCCL_SUCCESS) return 1;
+                seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            }
+            const std::string message = nnpccl_get_last_error(comm);
+            const bool ok = killed ? async == NNPCCL_ERR_REMOTE && message.find("rank 2") != std::string::npos
+                                   : async == NNPCCL_SUCCESS;
+            std::fprintf(stderr, "rank %d: %s after %.2f s: %s%s\n", rank, nnpccl_get_error_string(async), seconds,
+                         async == NNPCCL_SUCCESS ? "" : message.c_str(), ok ? "" : " (FAILED)");
+            if (killed) nnpccl_comm_abort(comm);
+            else if (nnpccl_comm_destroy(comm) != NNPCCL_SUCCESS) return 1;
+            return ok ? 0 : 1;
+        },
+        false, &statuses);
+    unsetenv("NNPCCL_TRANSPORT");
+    REQUIRE(statuses.size() == 3);
+    CHECK(statuses[0] == 0);
+    CHECK(statuses[1] == 0);
+    CHECK(statuses[2] == (killed ? 128 + SIGKILL : 0));
+}
+
 namespace {
 
 // Leaves this process `spare` free file descriptors: its soft limit drops
