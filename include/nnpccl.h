@@ -59,8 +59,11 @@ typedef enum {
     NNPCCL_IN_PROGRESS = 7           /**< a nonblocking init or operation has not finished yet */
 } nnpccl_result_t;
 
-/** Element types. Reductions on float16 and bfloat16 accumulate in float32
- *  and round to nearest even. */
+/** Element types. A reduction on float16 or bfloat16 combines two values
+ *  at a time, each step in float32 and rounded back to nearest even: a sum
+ *  over p ranks rounds p - 1 times, as NCCL's does, so its last bits may
+ *  depend on the algorithm (the order in which partial sums meet). Every
+ *  rank gets the same bits. */
 typedef enum {
     NNPCCL_INT8 = 0,
     NNPCCL_UINT8 = 1,
