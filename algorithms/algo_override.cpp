@@ -62,6 +62,7 @@ Status AlgoOverride::parse(std::string_view spec, std::string_view source) {
     std::vector<AlgoChoice> parsed;
     if (spec.empty()) {
         choices_.clear();
+        source_ = source;
         return Status::ok();
     }
     for (const Piece &entry : split(spec, 0, ';')) {
@@ -109,6 +110,7 @@ Status AlgoOverride::parse(std::string_view spec, std::string_view source) {
         }
     }
     choices_ = std::move(parsed);
+    source_ = source;
     return Status::ok();
 }
 

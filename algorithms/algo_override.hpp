@@ -41,9 +41,12 @@ public:
 
     bool empty() const { return choices_.empty(); }
     const std::vector<AlgoChoice> &choices() const { return choices_; }
+    // Where the rules came from (parse's `source`), for messages about them.
+    const std::string &source() const { return source_; }
 
 private:
     std::vector<AlgoChoice> choices_;
+    std::string source_ = "NNPCCL_ALGO";
 };
 
 } // namespace nnpccl

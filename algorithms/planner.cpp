@@ -39,14 +39,20 @@ Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, co
     if (const std::string *forced = options.algo_override.pick(args.collective, call_bytes(args))) {
         const AlgorithmInfo *a = find_algorithm(*forced);
         std::string why_not;
+        const char *source = options.algo_override.source().c_str();
         if (a == nullptr || !a->serves_collective(args.collective)) // the parser lets neither through
-            return invalid_usage("NNPCCL_ALGO forces '%s', which does not serve %s", forced->c_str(),
+            return invalid_usage("%s forces '%s', which does not serve %s", source, forced->c_str(),
                                  collective_name(args.collective));
-        if (!a->applies(args, topology, &why_not))
-            return invalid_usage("NNPCCL_ALGO forces %s for this %s, but it does not apply: %s", forced->c_str(),
+        if (a->applies(args, topology, &why_not)) {
+            *out = a;
+            return Status::ok();
+        }
+        // A call of no elements moves nothing whichever algorithm runs it
+        // (and the C API returns from most without planning them), so it is
+        // not refused for the choice: the model picks, as on every rank.
+        if (call_bytes(args) > 0)
+            return invalid_usage("%s forces %s for this %s, but it does not apply: %s", source, forced->c_str(),
                                  describe_call(args, topology).c_str(), why_not.c_str());
-        *out = a;
-        return Status::ok();
     }
     std::vector<Prediction> local;
     std::vector<Prediction> &predictions = considered != nullptr ? *considered : local;

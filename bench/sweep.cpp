@@ -321,12 +321,15 @@ int Bench::compare() {
         prepare(sh, &send, &recv);
         // A forced algorithm that does not apply fails the call, on every
         // rank alike (the plan depends on no rank), and leaves the
-        // communicator usable.
+        // communicator usable; except in a call of no elements, which the
+        // model plans whatever is forced.
         std::vector<bool> applies(selector + 1, true);
         for (size_t k = 0; k < selector; ++k) {
             const nnpccl_result_t rc = call(comm_for_turn(k), send, recv, sh);
+            size_t left = 0;
             if (rc == NNPCCL_ERR_INVALID_USAGE) applies[k] = false;
             else if (rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
+            else applies[k] = next_algorithm(comm_, describe_call(sh, send, recv), &left) == candidates[k].name;
         }
         std::vector<std::vector<double>> times(selector + 1);
         for (int round = 0; round < o_.compare_rounds; ++round)

@@ -107,9 +107,17 @@ Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
         const std::string machine_r = entry.substr(newline + 1);
         if (machine_r != machine) {
             const auto [line, line_r] = first_difference(machine, machine_r);
-            return invalid_usage("rank %d has %s but rank %d has %s; every rank needs the same (ranks must plan and "
-                                 "pace alike)",
-                                 comm.rank, line.c_str(), r, line_r.c_str());
+            // The settings are compared under their variables' names; this
+            // rank knows where its own value came from.
+            const PlanningOptions &planning = comm.settings.planning;
+            std::string from;
+            if (line.rfind("NNPCCL_CHUNK_SIZE=", 0) == 0 && planning.chunk_source != "NNPCCL_CHUNK_SIZE")
+                from = " (from " + planning.chunk_source + ")";
+            if (line.rfind("NNPCCL_ALGO=", 0) == 0 && planning.algorithms_source != "NNPCCL_ALGO")
+                from = " (from " + planning.algorithms_source + ")";
+            return invalid_usage("rank %d has %s%s but rank %d has %s; every rank needs the same (ranks must plan "
+                                 "and pace alike)",
+                                 comm.rank, line.c_str(), from.c_str(), r, line_r.c_str());
         }
         if (entry[space + 1] == 'R' && root_host < 0) root_host = r;
         out->host.push_back(entry.substr(space + 3, newline - space - 3));

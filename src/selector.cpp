@@ -19,12 +19,12 @@ std::string list_predictions(const std::vector<Prediction> &predictions, bool wi
 
 // INFO: which algorithm a call got and what the others would have taken.
 void log_plan(const CollectiveArgs &args, const Schedule &chosen, const std::vector<Prediction> &considered,
-              bool from_tuning_file) {
+              bool from_tuning_file, const std::string &forced_by) {
+    const std::string how = considered.empty() ? " (forced by " + forced_by + ")"
+                            : from_tuning_file ? " (NNPCCL_TUNING_FILE's); predicted: "
+                                               : "; predicted: ";
     LOG_INFO("%s of %zu bytes: %s%s%s", collective_name(args.collective), call_bytes(args), chosen.algorithm.c_str(),
-             considered.empty() ? " (forced by NNPCCL_ALGO)"
-             : from_tuning_file ? " (NNPCCL_TUNING_FILE's); predicted: "
-                                : "; predicted: ",
-             list_predictions(considered, true).c_str());
+             how.c_str(), list_predictions(considered, true).c_str());
 }
 
 // INFO: which algorithms the tuner measures for a size class, and the model's figures.
@@ -122,7 +122,8 @@ Status Selector::model_schedule(const CollectiveArgs &args, std::shared_ptr<cons
         if (log) {
             const std::string *preferred =
                 preferred_ != nullptr ? preferred_->pick(args.collective, call_bytes(args)) : nullptr;
-            log_plan(args, *schedule, considered, preferred != nullptr && *preferred == schedule->algorithm);
+            log_plan(args, *schedule, considered, preferred != nullptr && *preferred == schedule->algorithm,
+                     forced_ != nullptr ? forced_->source() : std::string());
         }
         cache_.insert(key, schedule);
     }

@@ -135,6 +135,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
             if (config->chunk_bytes < kMinChunk || config->chunk_bytes > kMaxChunk)
                 return invalid_argument("config->chunk_bytes=%zu is not from 4096 to 64M", config->chunk_bytes);
             s.planning.chunk_bytes = config->chunk_bytes;
+            s.planning.chunk_source = "config->chunk_bytes";
         }
         if (config->blocking != 0 && config->blocking != 1)
             return invalid_argument("config->blocking=%d is not 0 (init returns at once) or 1 (init returns when "

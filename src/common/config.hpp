@@ -44,6 +44,7 @@ struct OfiOptions {
 };
 struct PlanningOptions {
     size_t chunk_bytes = 512 * 1024; // NNPCCL_CHUNK_SIZE: pipelining unit (data per message)
+    std::string chunk_source = "NNPCCL_CHUNK_SIZE"; // or config->chunk_bytes, for error messages
     std::string topology;            // NNPCCL_TOPO: a preset name or a topology file; empty = flat
     // NNPCCL_NET=GBPS[,LATENCY_US]: the network between hosts of a job on
     // several hosts (and of hosts:... presets); 0 = the default (presets.hpp).

@@ -273,6 +273,23 @@ TEST_CASE("a forced algorithm that does not apply is an error naming it and why"
         plan_schedule(call(Collective::Allreduce, 32, 4096), preset("nnpt-pod32", 32), options, &schedule), &error));
     CHECK(schedule->algorithm == "torus2d");
     CHECK(schedule->channels.size() == kTorus2dChannels);
+    // The message names where the rules came from.
+    REQUIRE(succeeded(options.algo_override.parse("allreduce:torus2d", "nnpccl_comm_set_algorithms"), &error));
+    CHECK_FALSE(
+        succeeded(plan_schedule(call(Collective::Allreduce, 4, 4096), Topology::flat(4), options, &schedule), &error));
+    CHECK_THAT(error, Catch::StartsWith("nnpccl_comm_set_algorithms forces torus2d"));
+}
+
+TEST_CASE("a call of no elements is planned by the model whatever is forced", "[selector][algo]") {
+    // It moves nothing, and the C API returns from most such calls without
+    // planning them: a nonblocking one must not fail where a blocking one
+    // succeeds.
+    PlanOptions options;
+    std::string error;
+    REQUIRE(succeeded(options.algo_override.parse("allreduce:torus2d"), &error));
+    std::shared_ptr<const Schedule> schedule;
+    REQUIRE(succeeded(plan_schedule(call(Collective::Allreduce, 4, 0), Topology::flat(4), options, &schedule), &error));
+    CHECK(schedule->algorithm == chosen(call(Collective::Allreduce, 4, 0), Topology::flat(4)));
 }
 
 // What init does with the settings' forced algorithms.
