@@ -367,6 +367,8 @@ nnpccl_result_t init_through_file(nnpccl_comm_t *comm, const LaunchEnv &env, con
         Status connected = building.connect(id, stop);
         // Everyone has joined (or failed): the file has served.
         if (rank == 0) unlink(file.c_str());
+        if (rank == 0 && connected.code() == NNPCCL_ERR_TIMEOUT)
+            return Status(connected.code(), connected.message() + kRendezvousFileHint);
         return connected;
     };
     nnpccl_result_t rc = init(comm, env.size, env.rank, config, connect);

@@ -136,6 +136,14 @@ Status read_launch_env(LaunchEnv *out) {
     return Status::ok();
 }
 
+// The file is named after the parent process (getppid) and the job ids
+// launchers set (kJobIdVars): ranks started through a wrapper of their own
+// each have a different parent and never meet.
+const char *const kRendezvousFileHint =
+    "; ranks of one host with no address meet through a file named after their parent process, so ranks that do "
+    "not share one (each started through its own wrapper: timeout, bash -c, numactl) never find each other: set "
+    "NNPCCL_ROOT=host:port, or MASTER_ADDR and MASTER_PORT";
+
 namespace {
 
 // What the rendezvous file holds: the unique id, and the pid of the rank 0
@@ -195,12 +203,12 @@ Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_
             }
         }
         if (deadline.passed())
-            return timeout_error("rank 0 did not publish %s before the deadline (is rank 0 running? set NNPCCL_ROOT "
-                                 "to meet at an address instead)%s",
+            return timeout_error("rank 0 did not publish %s before the deadline (is rank 0 running?)%s%s",
                                  path.c_str(),
                                  stale_writer != 0 ? format("; the file there was left by pid %d, which has ended",
                                                             static_cast<int>(stale_writer)).c_str()
-                                                   : "");
+                                                   : "",
+                                 kRendezvousFileHint);
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }

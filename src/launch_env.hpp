@@ -29,5 +29,7 @@ Status read_launch_env(LaunchEnv *out);
 Status publish_unique_id(const std::string &path, const nnpccl_unique_id_t &id);
 Status read_unique_id(const std::string &path, const Deadline &deadline, nnpccl_unique_id_t *id,
                       const StopSignal *stop = nullptr);
+// What a file rendezvous that timed out most likely lacked, for its message.
+extern const char *const kRendezvousFileHint;
 
 } // namespace nnpccl

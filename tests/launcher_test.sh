@@ -98,6 +98,24 @@ run_torchrun_style() { # $1: label, then env assignments shared by all ranks
 run_torchrun_style "torchrun-style env at MASTER_ADDR:MASTER_PORT" MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29000 + $$ % 1000))
 run_torchrun_style "torchrun-style env, one host, no address" LOCAL_WORLD_SIZE=3
 
+# Ranks that each start through a wrapper of their own (timeout forks) have
+# different parents, so the file rendezvous cannot join them: each fails at
+# its deadline, saying how to give an address instead.
+pids=""
+for rank in 0 1 2; do
+    RANK=$rank WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NNPCCL_TIMEOUT=3 timeout 60 "$bench" broadcast -b 8 -e 8 \
+        >"$out/w.$rank" 2>&1 &
+    pids="$pids $!"
+done
+for pid in $pids; do
+    if wait "$pid"; then echo "FAILED: a rank started through its own wrapper joined a job"; failed=1; fi
+done
+for rank in 0 1 2; do
+    grep -q "never find each other: set NNPCCL_ROOT" "$out/w.$rank" || {
+        echo "FAILED: rank $rank of the wrapped launch did not say why it could not join:"; cat "$out/w.$rank"; failed=1
+    }
+done
+
 # Files are removed once every rank has joined; another job's may be
 # present for a moment, so only files newer than this test's start that
 # outlive a few seconds count.
