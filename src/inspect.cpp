@@ -115,8 +115,11 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     Topology topology;
     const bool host_over_network = network_only(settings.transport);
     if (Status loaded = load_topology(spec, nranks, topology_options(settings.planning, host_over_network), &topology);
-        !loaded)
-        return invalid_argument("topology '%s': %s", spec.empty() ? "flat" : spec.c_str(), loaded.message().c_str());
+        !loaded) {
+        const std::string named = "topology '" + (spec.empty() ? std::string("flat") : spec) + "'";
+        if (loaded.message().find(named) != std::string::npos) return invalid_argument("%s", loaded.message().c_str());
+        return invalid_argument("%s: %s", named.c_str(), loaded.message().c_str());
+    }
     NNPCCL_TRY(check_root(call, topology.nranks()));
     std::shared_ptr<const AlgoOverride> forced;
     NNPCCL_TRY(parse_forced_algorithms(settings.planning, &forced));
