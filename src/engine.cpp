@@ -297,9 +297,9 @@ Status Engine::check_peers(bool between_calls) {
 void Engine::check_peers_between_calls() {
     if (failed_.load()) return;
     const int64_t now = Clock::now().time_since_epoch().count();
-    int64_t last = last_check_between_calls_ns_.load(std::memory_order_relaxed);
+    int64_t last = last_check_between_calls_ticks_.load(std::memory_order_relaxed);
     const int64_t period = std::chrono::duration_cast<Clock::duration>(kLivenessPeriod).count();
-    if (now - last < period || !last_check_between_calls_ns_.compare_exchange_strong(last, now)) return;
+    if (now - last < period || !last_check_between_calls_ticks_.compare_exchange_strong(last, now)) return;
     std::unique_lock<DriveLock> driving(drive_lock_, std::try_to_lock);
     if (!driving.owns_lock() || failed_.load()) return;
     if (Status peers = check_peers(true); !peers) fail_locked_queue(peers);

@@ -206,7 +206,7 @@ private:
     std::function<Status(bool)> job_check_;
     // The peers' liveness, as the transports and the bootstrap see it.
     Status check_peers(bool between_calls = false);
-    std::atomic<int64_t> last_check_between_calls_ns_{0};
+    std::atomic<int64_t> last_check_between_calls_ticks_{0}; // Clock ticks since its epoch
     std::function<void(const Status &)> failure_hook_;
     int timeout_sec_;
     int spin_us_;
