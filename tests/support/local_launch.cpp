@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,8 +63,15 @@ pid_t reap_one_of(std::vector<pid_t> &pending, std::vector<int> &pidfds, int *st
     return -1;
 }
 
+// SIGCONT too: a stopped rank (SIGSTOP, a debugger let go) would keep a
+// SIGTERM pending, and its launcher waiting for it, for ever.
+void stop_child(pid_t child) {
+    kill(child, SIGTERM);
+    kill(child, SIGCONT);
+}
+
 void stop_children(const std::vector<pid_t> &children) {
-    for (pid_t c : children) kill(c, SIGTERM);
+    for (pid_t c : children) stop_child(c);
     for (pid_t c : children) waitpid(c, nullptr, 0);
 }
 
@@ -125,8 +133,12 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
     };
 
     std::vector<int> id_to_rank(static_cast<size_t>(nranks));
+    const pid_t launcher = getpid();
     for (int rank = 0; rank < nranks; ++rank) {
-        auto run_rank = [&, rank](int id_in, int unused) {
+        auto run_rank = [&, rank, launcher](int id_in, int unused) {
+            // A launcher that is killed takes its ranks along, rather than
+            // leave them running a job nobody waits for.
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(2);
             close(unused);
             // A rank is stopped by a plain SIGTERM, whatever handlers the parent installed.
             for (int sig : {SIGTERM, SIGINT, SIGSEGV, SIGABRT}) signal(sig, SIG_DFL);
@@ -203,7 +215,7 @@ int run_local_ranks(int nranks, const std::function<int(int, int, const nnpccl_u
             std::fprintf(stderr, "ccl-bench: a rank (pid %d) exited with status %d; stopping the others\n",
                          static_cast<int>(pid), code);
             for (pid_t c : children)
-                if (c != pid) kill(c, SIGTERM);
+                if (c != pid) stop_child(c);
         }
         // The job's status is its first failure's: the ranks stopped
         // after it would report SIGTERM (143), which is not the cause.
