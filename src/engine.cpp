@@ -18,6 +18,10 @@ inline void cpu_relax() {
 }
 
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+// How much longer a timed-out wait that can name no silent rank goes on
+// (idle_wait): enough for a peer's own timeout, which may name one, to
+// reach this rank through the rendezvous root.
+constexpr auto kNamingGrace = std::chrono::seconds(1);
 constexpr int kSleepSliceMs = 10;
 // A waiting rank yields its core for this many of its transports' typical
 // answer times (Transport::spin_hint_us), and at least kMinYieldUs, before
@@ -315,6 +319,7 @@ bool Engine::idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name
     if (!idle.active) {
         idle.active = true;
         idle.quick_polls = 0;
+        idle.naming_grace = false;
         idle.since = Clock::time_point{};
     }
     // A spinning spell's first polls leave the clock alone: a small call's
@@ -339,14 +344,25 @@ bool Engine::idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name
             // at fault; a peer that has stopped showing signs of life names it.
             const auto quiet = std::min<std::chrono::milliseconds>(std::chrono::seconds(1),
                                                                    std::chrono::milliseconds(timeout_sec_ * 500));
+            // Over sockets a rank sees the signs of life of its partners
+            // only. Waiting on a partner as stuck as itself, it names no one;
+            // the partner, whose own timeout comes at the same moment, may
+            // name the stopped rank, and its failure reaches this rank
+            // through check_peers above. Who is silent is asked once, at the
+            // deadline: a partner that falls silent in the grace has most
+            // likely failed, and is not the one to blame.
             std::string silent;
-            for (Transport *t : transports_)
-                if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
-            fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s",
-                                            name.text().c_str(), timeout_sec_,
-                                            run != nullptr ? run->blocked_on().c_str() : "its turn",
-                                            silent.empty() ? "" : "; ", silent.c_str()));
-            return false;
+            if (!idle.naming_grace)
+                for (Transport *t : transports_)
+                    if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
+            idle.naming_grace = silent.empty();
+            if (!silent.empty() || now - idle.since >= std::chrono::seconds(timeout_sec_) + kNamingGrace) {
+                fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s",
+                                                name.text().c_str(), timeout_sec_,
+                                                run != nullptr ? run->blocked_on().c_str() : "its turn",
+                                                silent.empty() ? "" : "; ", silent.c_str()));
+                return false;
+            }
         }
     }
     auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle.since).count();

@@ -184,6 +184,7 @@ private:
     struct IdleSpell {
         bool active = false; // the driver clears it whenever something moves
         unsigned quick_polls = 0; // polls of this spell before it read the clock
+        bool naming_grace = false; // timed out naming no one: waiting for a peer's report (idle_wait)
         Clock::time_point since{}, last_check{};
     };
     // One turn of waiting for the blocked `run` (of the operation `name`),

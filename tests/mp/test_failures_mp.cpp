@@ -351,6 +351,64 @@ TEST_CASE("a rank killed mid-allreduce is reported by every survivor within 5 s,
     kill_one_of_four("socket");
 }
 
+TEST_CASE("over sockets every rank's timeout names a stopped broadcast root also where it waits on a healthy rank",
+          "[mp][timeout][socket]") {
+    // A rank sees the signs of life of its connected partners only: rank 0
+    // waits on rank 3, as stuck as itself, and must not blame it. Rank 3,
+    // waiting on the stopped root, names it; the others hear it from rank
+    // 3. (A first broadcast connects the ranks: a root stopped before it
+    // ever had anything to send has connected to no one, and no one can
+    // tell it from a slow one.)
+    char pid_file[] = "/tmp/nnpccl-test-stopped-XXXXXX";
+    const int fd = mkstemp(pid_file);
+    REQUIRE(fd >= 0);
+    close(fd);
+    static const char *pid_path = nullptr;
+    pid_path = pid_file;
+    setenv("NNPCCL_TRANSPORT", "socket", 1);
+    std::vector<int> statuses;
+    run_local_ranks(
+        4,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            nnpccl_comm_t comm = join(rank, nranks, id, 3);
+            if (comm == nullptr) return 1;
+            std::vector<float> buf(4 << 20, 1.0f);
+            if (nnpccl_broadcast(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, 2, comm) != NNPCCL_SUCCESS)
+                return 1;
+            if (rank == 2) {
+                if (FILE *f = std::fopen(pid_path, "w")) {
+                    std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+                    std::fclose(f);
+                }
+                raise(SIGSTOP);
+                return 1; // never reached: rank 0 kills it
+            }
+            const nnpccl_result_t rc = nnpccl_broadcast(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, 2, comm);
+            const std::string message = nnpccl_get_last_error(comm);
+            const bool ok = rc == NNPCCL_ERR_TIMEOUT && message.find("rank 2 has given no sign of life") != std::string::npos;
+            std::fprintf(stderr, "rank %d: %s: %s%s\n", rank, nnpccl_get_error_string(rc), message.c_str(),
+                         ok ? "" : " (FAILED)");
+            nnpccl_comm_abort(comm);
+            if (rank == 0) {
+                int stopped = 0;
+                if (FILE *f = std::fopen(pid_path, "r")) {
+                    if (std::fscanf(f, "%d", &stopped) != 1) stopped = 0;
+                    std::fclose(f);
+                }
+                if (stopped > 0) kill(stopped, SIGKILL);
+            }
+            return ok ? 0 : 1;
+        },
+        false, &statuses);
+    unsetenv("NNPCCL_TRANSPORT");
+    unlink(pid_file);
+    REQUIRE(statuses.size() == 4);
+    CHECK(statuses[0] == 0);
+    CHECK(statuses[1] == 0);
+    CHECK(statuses[2] == 128 + SIGKILL);
+    CHECK(statuses[3] == 0);
+}
+
 TEST_CASE("ranks between calls hear of a dead peer through nnpccl_comm_get_async_error and not of one that left "
           "cleanly",
           "[mp][dead-peer]") {

@@ -298,6 +298,7 @@ struct SocketTransport::Impl {
     void pump_all_recvs();
     void beat();
     bool partner(int peer) const;
+    bool connected(int peer) const; // on some channel, now or before
     void farewell(const Deadline &deadline);
     void record_error(const Status &st) {
         if (error.is_ok()) {
@@ -814,6 +815,14 @@ bool SocketTransport::Impl::partner(int peer) const {
     return false;
 }
 
+bool SocketTransport::Impl::connected(int peer) const {
+    for (int channel = 0; channel < channels; ++channel) {
+        const size_t i = static_cast<size_t>(peer * channels + channel);
+        if (recvs[i] && (recvs[i]->fd >= 0 || recvs[i]->closed)) return true;
+    }
+    return false;
+}
+
 // On every connection this rank opened, each of which its peer reads in
 // order: so a peer that reads a closed connection without a farewell in
 // front of the end knows this rank died. A peer this rank never sent to is
@@ -1099,9 +1108,14 @@ Status SocketTransport::check_peers() {
     return PeerLiveness::after_grace(impl_->error, impl_->error_at);
 }
 
-// Signs of life go to partners only (see beat()), so only they are named.
+// Signs of life go to partners only (see beat()), and only once they are
+// connected: the lower rank opens a connection when it first has something
+// for the higher one, so a higher rank waiting on a lower one that has not
+// yet had anything to send it (in a job's first call, say) hears nothing
+// from it, however alive. Only connected partners are named.
 std::string SocketTransport::silent_peers(std::chrono::milliseconds quiet) const {
-    return impl_->liveness.silent(quiet, "sockets", [this](int peer) { return impl_->partner(peer); });
+    return impl_->liveness.silent(quiet, "sockets",
+                                  [this](int peer) { return impl_->partner(peer) && impl_->connected(peer); });
 }
 
 bool SocketTransport::has_pending_sends() const {
