@@ -53,7 +53,7 @@ Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline 
         return Status(st.code(), format("rank %d could not reach the bootstrap root at %s: %s", rank,
                                         id.root.to_string().c_str(), st.message().c_str()));
     Hello hello;
-    st = make_hello(id.secret, rank, nranks, &hello);
+    st = make_hello(id.secret, rank, nranks, static_cast<uint32_t>(deadline.ms_left()), &hello);
     if (st) {
         std::string frame = encode_frame(FrameType::Hello, &hello, sizeof hello);
         st = send_all(fd, frame.data(), frame.size(), deadline, stop);

@@ -28,6 +28,13 @@ constexpr int kHelloGraceSec = 10;
 // flood of silent connections the oldest waiting one is a stranger, and
 // the root's descriptors and memory stay bounded.
 constexpr int kMaxConnectionsBeforeHello = 128;
+// The root gives up on a set-up step this long before the earliest
+// deadline of the ranks waiting at it (their hellos say when), so that
+// they hear from it which ranks never came, rather than each time out on
+// its own knowing only that someone is missing. A rank that leaves a step
+// earlier than this before its deadline did not time out: it died or
+// aborted.
+constexpr auto kSetupMargin = std::chrono::milliseconds(500);
 
 struct Peer {
     int fd = -1;
@@ -36,6 +43,7 @@ struct Peer {
     std::string out;
     Clock::time_point accepted;
     int rank = -1; // >= 0 once the hello was accepted
+    Clock::time_point setup_deadline = Clock::time_point::max(); // from the hello
     bool has_part = false;
     std::string part;
     bool closing = false; // close once `out` is flushed
@@ -65,6 +73,11 @@ private:
     void fail_job(const std::string &why, nnpccl_result_t code = NNPCCL_ERR_REMOTE);
     void maybe_complete_round();
     std::string behind_in_round() const;
+    std::string laggards() const;
+    // The earliest set-up deadline of the joined ranks (only those waiting
+    // at a set-up round, with `in_round`); max() when none.
+    Clock::time_point earliest_setup_deadline(bool in_round) const;
+    void give_up_before_deadlines();
     void flush(Peer &p);
     int joined_count() const;
 
@@ -208,6 +221,7 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
             return;
         }
         p.rank = static_cast<int>(hello.rank);
+        if (hello.setup_ms > 0) p.setup_deadline = Clock::now() + std::chrono::milliseconds(hello.setup_ms);
         rank_taken_[hello.rank] = true;
         if (joined_count() == nranks_) all_joined_ = true;
         return;
@@ -232,6 +246,15 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
 // out at the round, or a rank that gives up there, name the one that never
 // came rather than only the one that left. Empty outside such a round.
 std::string RootServer::behind_in_round() const {
+    const std::string missing = laggards();
+    if (missing.empty()) return {};
+    return "; rank(s) " + missing + " had not reached the set-up step the others were waiting at (stopped, hung, or "
+           "calling something else)";
+}
+
+// The joined ranks a started set-up round still waits for, as "1,3"; empty
+// outside such a round.
+std::string RootServer::laggards() const {
     std::string missing;
     bool started = false;
     for (const Peer &p : peers_) {
@@ -239,9 +262,37 @@ std::string RootServer::behind_in_round() const {
         if (p.has_part) started = true;
         else if (missing.size() < 200) missing += (missing.empty() ? "" : ",") + std::to_string(p.rank);
     }
-    if (!all_joined_ || !started || missing.empty()) return {};
-    return "; rank(s) " + missing + " had not reached the set-up step the others were waiting at (stopped, hung, or "
-           "calling something else)";
+    return all_joined_ && started ? missing : std::string();
+}
+
+Clock::time_point RootServer::earliest_setup_deadline(bool in_round) const {
+    Clock::time_point earliest = Clock::time_point::max();
+    for (const Peer &p : peers_)
+        if (p.fd >= 0 && p.rank >= 0 && (!in_round || p.has_part)) earliest = std::min(earliest, p.setup_deadline);
+    return earliest;
+}
+
+// Joining, or a set-up round, that will not finish before the deadline of
+// a rank waiting at it ends now, naming the ranks that never came.
+void RootServer::give_up_before_deadlines() {
+    if (failed_ || nranks_ == 0) return;
+    const Clock::time_point now = Clock::now();
+    auto due = [now](Clock::time_point deadline) {
+        return deadline != Clock::time_point::max() && now + kSetupMargin >= deadline;
+    };
+    if (!all_joined_ && (join_deadline_.passed() || due(earliest_setup_deadline(false)))) {
+        std::string missing;
+        for (int r = 0; r < nranks_ && missing.size() < 200; ++r)
+            if (!rank_taken_[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+        fail_job(format("rank(s) %s never joined before the deadline", missing.c_str()), NNPCCL_ERR_TIMEOUT);
+        return;
+    }
+    const std::string missing = laggards();
+    if (!missing.empty() && due(earliest_setup_deadline(true)))
+        fail_job(format("rank(s) %s had not reached the set-up step the others were waiting at by their deadline "
+                        "(stopped, hung, or calling something else)",
+                        missing.c_str()),
+                 NNPCCL_ERR_TIMEOUT);
 }
 
 void RootServer::maybe_complete_round() {
@@ -277,8 +328,8 @@ void RootServer::read_from(Peer &p) {
                 bool clean = p.said_goodbye;
                 bool silent = n < 0 && errno == ETIMEDOUT;
                 // A rank that left while waiting at a set-up step others
-                // had not reached most likely timed out there.
-                const bool waiting = p.has_part;
+                // had not reached, near its deadline, timed out there.
+                const bool waiting = p.has_part && Clock::now() + kSetupMargin >= p.setup_deadline;
                 const std::string behind = behind_in_round();
                 std::string from = p.peer_name;
                 close_fd(p.fd);
@@ -366,14 +417,9 @@ void RootServer::run() {
         for (Peer &p : peers_)
             if (p.fd >= 0 && p.rank < 0 && !p.closing && now - p.accepted > std::chrono::seconds(kHelloGraceSec))
                 drop(p, "no hello within the grace period");
-        if (!all_joined_ && !failed_ && join_deadline_.passed()) {
-            std::string missing;
-            for (int r = 0; r < nranks_ && missing.size() < 200; ++r)
-                if (!rank_taken_[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-            fail_job(nranks_ == 0 ? std::string("no rank joined before the deadline")
-                                  : format("rank(s) %s never joined before the deadline", missing.c_str()),
-                     NNPCCL_ERR_TIMEOUT);
-        }
+        if (!all_joined_ && !failed_ && nranks_ == 0 && join_deadline_.passed())
+            fail_job("no rank joined before the deadline", NNPCCL_ERR_TIMEOUT);
+        give_up_before_deadlines();
         bool anyone_left = false;
         for (const Peer &p : peers_) anyone_left |= p.fd >= 0;
         if ((all_joined_ || (failed_ && !joining)) && !anyone_left) break;

@@ -103,13 +103,15 @@ uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello) {
     message.append(reinterpret_cast<const char *>(&hello.rank), sizeof hello.rank);
     message.append(reinterpret_cast<const char *>(&hello.nranks), sizeof hello.nranks);
     message.append(reinterpret_cast<const char *>(hello.nonce), sizeof hello.nonce);
+    message.append(reinterpret_cast<const char *>(&hello.setup_ms), sizeof hello.setup_ms);
     return siphash24(secret, message.data(), message.size());
 }
 
-Status make_hello(const JobSecret &secret, int rank, int nranks, Hello *out) {
+Status make_hello(const JobSecret &secret, int rank, int nranks, uint32_t setup_ms, Hello *out) {
     *out = Hello{};
     out->rank = static_cast<uint32_t>(rank);
     out->nranks = static_cast<uint32_t>(nranks);
+    out->setup_ms = setup_ms;
     NNPCCL_TRY(random_bytes(out->nonce, sizeof out->nonce));
     out->proof = job_proof(secret, ProofOf::Hello, *out);
     return Status::ok();

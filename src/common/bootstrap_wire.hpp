@@ -56,9 +56,16 @@ struct Hello {
     uint32_t rank;
     uint32_t nranks;
     uint8_t nonce[16];
-    uint64_t proof; // job_proof(secret, "hello", rank, nranks, nonce)
+    // Milliseconds left of the rank's set-up (init) deadline as it says
+    // hello. The root gives up on a set-up step a little before the
+    // earliest of them, naming the ranks that never came (bootstrap_root.cpp),
+    // rather than let every rank time out on its own; so every allgather
+    // and barrier of the bootstrap belongs to init.
+    uint32_t setup_ms;
+    uint32_t reserved; // zero
+    uint64_t proof; // job_proof(secret, "hello", rank, nranks, nonce, setup_ms)
 };
-static_assert(sizeof(Hello) == 32);
+static_assert(sizeof(Hello) == 40);
 
 struct Welcome {
     uint64_t proof; // job_proof(secret, "welcome", rank, nranks, nonce of the hello)
@@ -66,7 +73,8 @@ struct Welcome {
 
 enum class ProofOf { Hello, Welcome };
 uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello);
-Status make_hello(const JobSecret &secret, int rank, int nranks, Hello *out); // with a fresh nonce
+// With a fresh nonce.
+Status make_hello(const JobSecret &secret, int rank, int nranks, uint32_t setup_ms, Hello *out);
 
 std::string encode_frame(FrameType type, const void *payload, size_t length);
 

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap.hpp"
 #include "bootstrap_wire.hpp"
 #include "local_launch.hpp"
 #include "mp_support.hpp"
@@ -716,6 +717,74 @@ TEST_CASE("over ofi or sockets, a buffer that was receiving in place is left alo
     CHECK(statuses[2] == 128 + SIGKILL);
 }
 
+namespace {
+
+// A rank of a 3-rank job, met through the rendezvous alone: it joins and
+// offers its part of the first set-up step after `delay_ms`, within a set-up
+// deadline of 3 s. Returns the step's result, or the error.
+nnpccl::Status set_up_step(int rank, const nnpccl_unique_id_t &raw, int delay_ms,
+                           std::unique_ptr<nnpccl::Bootstrap> *bootstrap) {
+    nnpccl::UniqueId id;
+    NNPCCL_TRY(nnpccl::decode_unique_id(raw, &id));
+    const nnpccl::Deadline deadline = nnpccl::Deadline::after_seconds(3);
+    NNPCCL_TRY(nnpccl::Bootstrap::join(id, rank, 3, deadline, bootstrap));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    std::vector<std::string> all;
+    return (*bootstrap)->allgather("part", deadline, &all);
+}
+
+} // namespace
+
+TEST_CASE("ranks waiting at a set-up step hear which rank never reached it before their deadline",
+          "[mp][bootstrap][timeout]") {
+    // Rank 1 joins and then stops answering; the root (whose own timeout is
+    // the default's) gives up shortly before the others' 3 s deadline,
+    // naming it, rather than let each time out knowing only that someone
+    // is missing.
+    CHECK(run_local_ranks(3, [](int rank, int, const nnpccl_unique_id_t &id) {
+              std::unique_ptr<nnpccl::Bootstrap> bootstrap;
+              const auto t0 = std::chrono::steady_clock::now();
+              const nnpccl::Status st = set_up_step(rank, id, rank == 1 ? 6000 : 0, &bootstrap);
+              if (rank == 1) return 0;
+              const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              const bool ok = st.code() == NNPCCL_ERR_TIMEOUT && seconds < 3 &&
+                              st.message().find("rank(s) 1 had not reached the set-up step") != std::string::npos;
+              std::fprintf(stderr, "rank %d after %.2f s: %s%s\n", rank, seconds, st.message().c_str(),
+                           ok ? "" : " (FAILED)");
+              return ok ? 0 : 1;
+          }) == 0);
+}
+
+TEST_CASE("a rank killed while waiting at a set-up step is reported as dead and not as timed out",
+          "[mp][bootstrap][dead-peer]") {
+    // Rank 1 has offered its part and dies long before its deadline; rank
+    // 2 comes late. Rank 1 did not give up at a deadline: the others hear
+    // that it died.
+    std::vector<int> statuses;
+    run_local_ranks(
+        3,
+        [](int rank, int, const nnpccl_unique_id_t &id) {
+            std::unique_ptr<nnpccl::Bootstrap> bootstrap;
+            if (rank == 1) {
+                std::thread([] {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                    raise(SIGKILL);
+                }).detach();
+            }
+            const nnpccl::Status st = set_up_step(rank, id, rank == 2 ? 1000 : 0, &bootstrap);
+            const bool ok = st.code() == NNPCCL_ERR_REMOTE &&
+                            st.message().find("rank 1 (connected from") != std::string::npos &&
+                            st.message().find("died or aborted") != std::string::npos;
+            std::fprintf(stderr, "rank %d: %s%s\n", rank, st.message().c_str(), ok ? "" : " (FAILED)");
+            return ok ? 0 : 1;
+        },
+        false, &statuses);
+    REQUIRE(statuses.size() == 3);
+    CHECK(statuses[0] == 0);
+    CHECK(statuses[1] == 128 + SIGKILL);
+    CHECK(statuses[2] == 0);
+}
+
 TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {
     // A port scanner, a stray client with random bytes, a truncated hello,
     // an oversized frame and a hello with the wrong secret reach the job's
@@ -856,7 +925,7 @@ TEST_CASE("a rank trusts nothing from a root that cannot prove the job secret", 
         nnpccl::JobSecret theirs;
         REQUIRE(nnpccl::random_secret(&theirs).is_ok());
         nnpccl::Hello their_hello;
-        REQUIRE(nnpccl::make_hello(theirs, 1, 2, &their_hello).is_ok());
+        REQUIRE(nnpccl::make_hello(theirs, 1, 2, 60000, &their_hello).is_ok());
         auto [rc, message] = init_against_impostor(nnpccl::encode_welcome(theirs, their_hello));
         CHECK(rc == NNPCCL_ERR_INVALID_USAGE);
         CHECK_THAT(message, Catch::Contains("that answered as the bootstrap root does not hold the job's secret: it "

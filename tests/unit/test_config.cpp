@@ -224,14 +224,17 @@ TEST_CASE("the root and the ranks prove the job secret to each other without sen
     REQUIRE(random_secret(&secret).is_ok());
     REQUIRE(random_secret(&other).is_ok());
     Hello hello, again;
-    REQUIRE(make_hello(secret, 2, 4, &hello).is_ok());
-    REQUIRE(make_hello(secret, 2, 4, &again).is_ok());
+    REQUIRE(make_hello(secret, 2, 4, 30000, &hello).is_ok());
+    REQUIRE(make_hello(secret, 2, 4, 30000, &again).is_ok());
     CHECK(std::memcmp(hello.nonce, again.nonce, sizeof hello.nonce) != 0); // a fresh nonce each time
     CHECK(hello_is_genuine(secret, hello));
     CHECK_FALSE(hello_is_genuine(other, hello));
     Hello renamed = hello;
     renamed.rank = 3; // a proof is bound to the rank it was made for
     CHECK_FALSE(hello_is_genuine(secret, renamed));
+    Hello hurried = hello;
+    hurried.setup_ms = 1; // and to its deadline, which the root acts on
+    CHECK_FALSE(hello_is_genuine(secret, hurried));
     std::string wire = std::string(reinterpret_cast<const char *>(&hello), sizeof hello);
     CHECK(wire.find(std::string(reinterpret_cast<const char *>(secret.data()), 8)) == std::string::npos);
 
