@@ -577,6 +577,11 @@ Status nnpccl_comm::connect(const UniqueId &id, const StopSignal *stop) {
                           rank);
         // Peers would hear "died or aborted" from the root anyway; this says which.
         if (bootstrap != nullptr) bootstrap->report_failure(st);
+    } else if (bootstrap != nullptr && st.code() != NNPCCL_ERR_REMOTE && st.code() != NNPCCL_ERR_TIMEOUT) {
+        // A failure of this rank's own (a setting, a resource): the others
+        // hear why, not only that it left. Timeouts and peers' failures
+        // are the root's to tell.
+        bootstrap->report_failure(remote_error("its init failed: %s", st.message().c_str()));
     }
     // Released now, not at destroy: peers see this rank leave at once. What
     // depends on something goes before it.
