@@ -72,8 +72,10 @@ private:
     void drop(Peer &p, const char *why);
     void fail_job(const std::string &why, nnpccl_result_t code = NNPCCL_ERR_REMOTE);
     void maybe_complete_round();
-    std::string behind_in_round() const;
-    std::string laggards() const;
+    // Both leave out `except`: the rank whose failure or departure is
+    // being told is named already.
+    std::string behind_in_round(int except = -1) const;
+    std::string laggards(int except = -1) const;
     // The earliest set-up deadline of the joined ranks (only those waiting
     // at a set-up round, with `in_round`); max() when none.
     Clock::time_point earliest_setup_deadline(bool in_round) const;
@@ -232,7 +234,7 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
     }
     if (type == FrameType::Failure) {
         Status st = decode_failure(payload);
-        fail_job(format("rank %d failed: %s%s", p.rank, st.message().c_str(), behind_in_round().c_str()), st.code());
+        fail_job(format("rank %d failed: %s%s", p.rank, st.message().c_str(), behind_in_round(p.rank).c_str()), st.code());
         return;
     }
     if (type != FrameType::Gather || p.has_part) return drop(p, "unexpected message from a joined rank");
@@ -245,8 +247,8 @@ void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payloa
 // when some have reached it: said with a failure, so that ranks that time
 // out at the round, or a rank that gives up there, name the one that never
 // came rather than only the one that left. Empty outside such a round.
-std::string RootServer::behind_in_round() const {
-    const std::string missing = laggards();
+std::string RootServer::behind_in_round(int except) const {
+    const std::string missing = laggards(except);
     if (missing.empty()) return {};
     return "; rank(s) " + missing + " had not reached the set-up step the others were waiting at (stopped, hung, or "
            "calling something else)";
@@ -254,11 +256,11 @@ std::string RootServer::behind_in_round() const {
 
 // The joined ranks a started set-up round still waits for, as "1,3"; empty
 // outside such a round.
-std::string RootServer::laggards() const {
+std::string RootServer::laggards(int except) const {
     std::string missing;
     bool started = false;
     for (const Peer &p : peers_) {
-        if (p.fd < 0 || p.rank < 0) continue;
+        if (p.fd < 0 || p.rank < 0 || p.rank == except) continue;
         if (p.has_part) started = true;
         else if (missing.size() < 200) missing += (missing.empty() ? "" : ",") + std::to_string(p.rank);
     }
@@ -330,7 +332,7 @@ void RootServer::read_from(Peer &p) {
                 // A rank that left while waiting at a set-up step others
                 // had not reached, near its deadline, timed out there.
                 const bool waiting = p.has_part && Clock::now() + kSetupMargin >= p.setup_deadline;
-                const std::string behind = behind_in_round();
+                const std::string behind = behind_in_round(rank);
                 std::string from = p.peer_name;
                 close_fd(p.fd);
                 if (!clean && silent)
