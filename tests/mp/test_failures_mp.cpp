@@ -331,11 +331,7 @@ void kill_one_of_four(const char *transport) {
         },
         false, &statuses);
     unsetenv("NNPCCL_TRANSPORT");
-    REQUIRE(statuses.size() == 4);
-    CHECK(statuses[0] == 0);
-    CHECK(statuses[1] == 0);
-    CHECK(statuses[2] == 128 + SIGKILL);
-    CHECK(statuses[3] == 0);
+    CHECK(statuses == std::vector<int>{0, 0, 128 + SIGKILL, 0});
 }
 
 } // namespace
@@ -403,11 +399,7 @@ TEST_CASE("over sockets every rank's timeout names a stopped broadcast root also
         false, &statuses);
     unsetenv("NNPCCL_TRANSPORT");
     unlink(pid_file);
-    REQUIRE(statuses.size() == 4);
-    CHECK(statuses[0] == 0);
-    CHECK(statuses[1] == 0);
-    CHECK(statuses[2] == 128 + SIGKILL);
-    CHECK(statuses[3] == 0);
+    CHECK(statuses == std::vector<int>{0, 0, 128 + SIGKILL, 0});
 }
 
 TEST_CASE("ranks between calls hear of a dead peer through nnpccl_comm_get_async_error and not of one that left "
@@ -452,10 +444,7 @@ TEST_CASE("ranks between calls hear of a dead peer through nnpccl_comm_get_async
         },
         false, &statuses);
     unsetenv("NNPCCL_TRANSPORT");
-    REQUIRE(statuses.size() == 3);
-    CHECK(statuses[0] == 0);
-    CHECK(statuses[1] == 0);
-    CHECK(statuses[2] == (killed ? 128 + SIGKILL : 0));
+    CHECK(statuses == std::vector<int>{0, 0, (killed ? 128 + SIGKILL : 0)});
 }
 
 namespace {
@@ -713,10 +702,7 @@ TEST_CASE("over ofi or sockets, a buffer that was receiving in place is left alo
         false, &statuses);
     unsetenv("NNPCCL_ALGO");
     unsetenv("NNPCCL_TRANSPORT");
-    REQUIRE(statuses.size() == 3);
-    CHECK(statuses[0] == 0);
-    CHECK(statuses[1] == 0);
-    CHECK(statuses[2] == 128 + SIGKILL);
+    CHECK(statuses == std::vector<int>{0, 0, 128 + SIGKILL});
 }
 
 namespace {
@@ -781,10 +767,7 @@ TEST_CASE("a rank killed while waiting at a set-up step is reported as dead and 
             return ok ? 0 : 1;
         },
         false, &statuses);
-    REQUIRE(statuses.size() == 3);
-    CHECK(statuses[0] == 0);
-    CHECK(statuses[1] == 128 + SIGKILL);
-    CHECK(statuses[2] == 0);
+    CHECK(statuses == std::vector<int>{0, 128 + SIGKILL, 0});
 }
 
 TEST_CASE("garbage sent to the rendezvous root does not stop the job", "[mp][bootstrap]") {

@@ -298,7 +298,7 @@ struct SocketTransport::Impl {
     void pump_all_recvs();
     void beat();
     bool partner(int peer) const;
-    bool connected(int peer) const; // on some channel, now or before
+    bool connected(int peer) const; // on some channel, now or before: its signs of life can reach this rank
     void farewell(const Deadline &deadline);
     void record_error(const Status &st) {
         if (error.is_ok()) {
@@ -1115,7 +1115,7 @@ Status SocketTransport::check_peers() {
 // from it, however alive. Only connected partners are named.
 std::string SocketTransport::silent_peers(std::chrono::milliseconds quiet) const {
     return impl_->liveness.silent(quiet, "sockets",
-                                  [this](int peer) { return impl_->partner(peer) && impl_->connected(peer); });
+                                  [this](int peer) { return impl_->connected(peer); });
 }
 
 bool SocketTransport::has_pending_sends() const {
