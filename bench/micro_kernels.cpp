@@ -67,7 +67,7 @@ void register_kernel_sets() {
 }
 
 // A copy of 64 KiB whose destination lies `distance` bytes past its
-// source modulo 4 KiB (src/common/copy.hpp): 8 is one `rep movsb` crawls
+// source modulo 4 KiB (common/copy.hpp): 8 is one `rep movsb` crawls
 // at on AMD Zen 4, 64 one it does not.
 template <bool kLibc> void BM_copy(benchmark::State &state) {
     const size_t bytes = 64 << 10;

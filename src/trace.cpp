@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "collective.hpp"
-#include "executor.hpp"
+#include "operation_descriptor.hpp"
 
 namespace nnpccl {
 

@@ -47,13 +47,12 @@
 #include <string>
 #include <vector>
 
+#include "operation_descriptor.hpp"
 #include "schedule.hpp"
 #include "status.hpp"
 #include "step_names.hpp"
 
 namespace nnpccl {
-
-struct OperationDescriptor;
 
 // Nanoseconds of CLOCK_MONOTONIC, which every process of a host shares.
 inline int64_t trace_now_ns() {

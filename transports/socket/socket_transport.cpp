@@ -53,7 +53,7 @@ struct StreamHello {
 // into its buffers in stream order, starting each page afresh at offset
 // 0, so a payload starts 64-byte aligned there; its copies to and from
 // 16-byte aligned user memory then never run at the distances where `rep
-// movsb` (which the kernel copies with) crawls (src/common/copy.hpp; the
+// movsb` (which the kernel copies with) crawls (common/copy.hpp; the
 // 8-byte heads before did, docs/performance.md, "Copy distances").
 // Memory that is not 16-byte aligned goes through the slots, whose copies
 // avoid those distances themselves.
