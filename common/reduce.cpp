@@ -211,7 +211,7 @@ std::vector<double> best_sum_ns(const std::vector<kernels::ReduceFn> &sums, nnpc
 // core splits 512-bit operations in two (AMD's Zen 4), its 512-bit
 // float16 conversions cost more than twice the 256-bit ones, so AVX2's
 // float16 sum beats AVX-512's there (docs/performance.md, "float16: AVX2
-// beats AVX-512 on this core"). So for float16 and bfloat16 the first use
+// beats AVX-512 on Zen 4"). So for float16 and bfloat16 the first use
 // times every vector set's sum and keeps the fastest. Every set is
 // bit-exact with the reference, so the choice changes speed, never a
 // result. Cost: once per process, 32 sums of 16 KiB per candidate and type.

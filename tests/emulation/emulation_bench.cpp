@@ -4,7 +4,7 @@
 // drives a transport (poll, move what can move, else wait_for_event with the
 // engine's 10 ms slice over an inner transport that sleeps its whole timeout,
 // as shm does when no peer rings), and reports the achieved rate against the
-// configured one. A ratio of 1 is exact pacing; the issue asks for within
+// configured one. A ratio of 1 is exact pacing; the goal is within
 // 10%. BM_unpaced is the same stream without emulation: the host's ceiling,
 // which the configured rates must stay well below.
 //
@@ -135,7 +135,7 @@ BENCHMARK(BM_unpaced)->ArgName("KiB")->Arg(512)->Arg(64)->Unit(benchmark::kMilli
 
 BENCHMARK(BM_paced_stream)
     ->ArgNames({"MBps", "KiB", "scale", "senders", "hops"})
-    ->Args({2000, 512, 1, 1, 1})   // the issue's check: 2 GB/s, scale 1
+    ->Args({2000, 512, 1, 1, 1})   // the pacing goal: 2 GB/s, scale 1
     ->Args({2000, 64, 1, 1, 1})    // small messages
     ->Args({2000, 512, 1, 1, 3})   // three hops, link 0 the bottleneck
     ->Args({2000, 512, 1, 2, 1})   // two streams sharing link 0: 2 GB/s in total

@@ -1,5 +1,5 @@
 #!/bin/sh
-# ccl-topo as the issue checks it: counts for nnpt-hcm8 and nnpt-pod32, a
+# ccl-topo as a user checks it: counts for nnpt-hcm8 and nnpt-pod32, a
 # valid SVG, the JSON round trip, and exit status 2 with one line for a
 # malformed file or a bad flag.  Usage: check_ccl_topo.sh path/to/ccl-topo
 set -eu
