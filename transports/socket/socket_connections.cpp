@@ -267,7 +267,7 @@ void SocketTransport::Impl::attach(Accepted &a) {
     count_event();
 }
 
-Status SocketTransport::create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+Status SocketTransport::create(Bootstrap &bootstrap, int channels, const SocketOptions &options, size_t message_bytes,
                                const Deadline &deadline, std::unique_ptr<SocketTransport> *out) {
     auto impl = std::make_unique<Impl>();
     impl->rank = bootstrap.rank();

@@ -44,7 +44,7 @@ class Bootstrap;
 class SocketTransport final : public Transport {
 public:
     // Collective over the bootstrap: every rank of the communicator calls it.
-    static Status create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+    static Status create(Bootstrap &bootstrap, int channels, const SocketOptions &options, size_t message_bytes,
                          const Deadline &deadline, std::unique_ptr<SocketTransport> *out);
     ~SocketTransport() override;
 
