@@ -88,13 +88,13 @@ Schedule build_dissemination_barrier(const CollectiveArgs &args, const std::vect
 // Linear gather and scatter (algorithm "direct"): the root receives every
 // rank's block (gather) or sends every rank its block (scatter) itself,
 // chunk by chunk, one rank after another per chunk. One channel. See
-// linear.cpp. Another collective, or a root outside 0..p-1, gets a schedule
+// direct.cpp. Another collective, or a root outside 0..p-1, gets a schedule
 // without channels.
 Schedule build_linear_gather(const CollectiveArgs &args);
 Schedule build_linear_scatter(const CollectiveArgs &args);
 
 // Alltoall, in place or not (see CollectiveArgs), one channel; see
-// alltoall.cpp for costs. Pairwise exchange ("pairwise"): p-1 rounds, in
+// pairwise.cpp and direct.cpp for costs. Pairwise exchange ("pairwise"): p-1 rounds, in
 // round k rank r sends to r+k and receives from r-k. Direct ("direct"):
 // every chunk goes to all peers at once, then comes in from all of them;
 // for small blocks. Other collectives get a schedule without channels.

@@ -1,7 +1,9 @@
 // Direct (one-shot) schedules: one round, every rank sending straight to
-// every rank that needs its data, chunk by chunk. p ranks, α per message, β
-// per byte, γ per byte reduced; n bytes is the allreduce buffer, the
-// allgather output or the reduce-scatter input (p blocks of n/p):
+// every rank that needs its data, chunk by chunk; the "direct" algorithm of
+// every collective it serves. p ranks, α per message, β per byte, γ per
+// byte reduced; n bytes is the allreduce buffer, the allgather output or
+// the reduce-scatter input (p blocks of n/p), m bytes a block of gather,
+// scatter or alltoall:
 //
 //   allreduce       every rank sends its whole buffer to every other rank,
 //                   then folds all p contributions into the output in rank
@@ -15,6 +17,21 @@
 //                   folds the p contributions to its block into the output
 //                   in rank order:
 //                   α + (p-1)/p·nβ + (p-1)/p·nγ.
+//   gather          every rank sends its block to the root: α + (p-1)·mβ
+//   scatter         the root sends block q to rank q:       α + (p-1)·mβ
+//                   (linear: the root exchanges one block with every other
+//                   rank itself, taking the ranks in turn for each chunk,
+//                   root+1, root+2, ..., so that every link carries a
+//                   stream at once instead of one rank's whole block after
+//                   another's. The (p-1)·m bytes all pass the root's one
+//                   injection port, which a tree cannot avoid either: a
+//                   binomial tree saves latency, log2 p·α, not bandwidth.)
+//   alltoall        for each chunk, send it to all p-1 peers, then receive
+//                   it from all of them: α + (p-1)·mβ, saving pairwise's
+//                   (p-2)α (pairwise.cpp). It needs one slot per stream:
+//                   every stream carries at most one message its receiver
+//                   has not reached. In place it sends from copies in
+//                   scratch (alltoall_in_place.hpp).
 //
 // Each receiver takes p-1 streams at once (incast) and the chunk rounds run
 // in lock step, so these are for small messages; a block larger than a
@@ -29,10 +46,11 @@
 // 26.6 us with the copy out, 16-17.5 us without; the ring's 14).
 #include <algorithm>
 
+#include "alltoall_in_place.hpp"
 #include "builders.hpp"
 #include "cost_terms.hpp"
-#include "registry.hpp"
 #include "patterns.hpp"
+#include "registry.hpp"
 #include "step_list.hpp"
 
 namespace nnpccl {
@@ -60,6 +78,13 @@ void fold_in_rank_order(StepList &steps, int p, int me, BufRef mine, BufRef acc,
 BufRef fold_target(const CollectiveArgs &args, size_t offset) {
     return args.in_place ? BufRef{Buf::Scratch, offset} : BufRef{Buf::Recv, offset};
 }
+
+bool valid_root(const CollectiveArgs &args) { return args.root >= 0 && args.root < args.nranks; }
+
+// The rank `i` places after the root, wrapping.
+int after_root(const CollectiveArgs &args, int i) { return (args.root + i) % args.nranks; }
+
+size_t block_begin(const CollectiveArgs &args, int rank) { return static_cast<size_t>(rank) * args.count; }
 
 } // namespace
 
@@ -134,11 +159,88 @@ Schedule build_direct_reduce_scatter(const CollectiveArgs &args) {
     return sched;
 }
 
+Schedule build_linear_gather(const CollectiveArgs &args) {
+    Schedule sched;
+    sched.algorithm = "direct";
+    if (args.collective != Collective::Gather || !valid_root(args)) return sched; // not served: see builders.hpp
+    sched.channels.resize(1);
+    StepList steps(sched.channels[0]);
+    const std::vector<ElemRange> pieces = chunked(0, args.count, std::max<size_t>(1, args.chunk_elems));
+    if (args.rank != args.root) {
+        for (const ElemRange &c : pieces) steps.add(kSend, -1, args.root, BufRef{Buf::Send, c.begin}, {}, c.size());
+        return sched;
+    }
+    // Our own block first: the copy overlaps the first messages' flight.
+    if (!args.in_place)
+        steps.add(kStore, -1, -1, BufRef{Buf::Send, 0}, BufRef{Buf::Recv, block_begin(args, args.rank)}, args.count);
+    for (const ElemRange &c : pieces)
+        for (int i = 1; i < args.nranks; ++i) {
+            const int from = after_root(args, i);
+            steps.add(kRecv | kStore, from, -1, {}, BufRef{Buf::Recv, block_begin(args, from) + c.begin}, c.size());
+        }
+    return sched;
+}
+
+Schedule build_linear_scatter(const CollectiveArgs &args) {
+    Schedule sched;
+    sched.algorithm = "direct";
+    if (args.collective != Collective::Scatter || !valid_root(args)) return sched; // not served: see builders.hpp
+    sched.channels.resize(1);
+    StepList steps(sched.channels[0]);
+    const std::vector<ElemRange> pieces = chunked(0, args.count, std::max<size_t>(1, args.chunk_elems));
+    if (args.rank != args.root) {
+        for (const ElemRange &c : pieces)
+            steps.add(kRecv | kStore, args.root, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());
+        return sched;
+    }
+    for (const ElemRange &c : pieces)
+        for (int i = 1; i < args.nranks; ++i) {
+            const int to = after_root(args, i);
+            steps.add(kSend, -1, to, BufRef{Buf::Send, block_begin(args, to) + c.begin}, {}, c.size());
+        }
+    // Our own block last: the copy overlaps the last messages' flight.
+    if (!args.in_place)
+        steps.add(kStore, -1, -1, BufRef{Buf::Send, block_begin(args, args.rank)}, BufRef{Buf::Recv, 0}, args.count);
+    return sched;
+}
+
+Schedule build_direct_alltoall(const CollectiveArgs &args) {
+    Schedule sched;
+    sched.algorithm = "direct";
+    if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
+    sched.channels.resize(1);
+    copy_own_alltoall_block(args, sched);
+    StepList steps(sched.channels[0]);
+    const int p = args.nranks, me = args.rank;
+    const size_t chunk = std::max<size_t>(1, args.chunk_elems);
+    auto peer = [&](int offset) { return ((me + offset) % p + p) % p; };
+    auto block = [&](int rank) { return block_begin(args, rank); };
+    // Chunk c's copies go to set c % 2; one set when a block is one chunk.
+    const size_t sets = args.count > chunk ? 2 : 1;
+    size_t set = 0;
+    for (const ElemRange &c : chunked(0, args.count, chunk)) {
+        // Each rank starts with the rank after it, so the ranks' first
+        // messages of a round go to p different receivers, not all to one.
+        for (int k = 1; k < p; ++k) {
+            const BufRef from{args.in_place ? Buf::Recv : Buf::Send, block(peer(k)) + c.begin};
+            if (args.in_place)
+                send_from_copy(steps, peer(k), from, c.size(),
+                               alltoall_copy_slot(args, chunk, sched, set, sets, k - 1, p - 1));
+            else
+                steps.add(kSend, -1, peer(k), from, {}, c.size());
+        }
+        set ^= 1;
+        for (int k = 1; k < p; ++k)
+            steps.add(kRecv | kStore, peer(-k), -1, {}, BufRef{Buf::Recv, block(peer(-k)) + c.begin}, c.size());
+    }
+    return sched;
+}
+
 // Its entry in the registry (registry.cpp): its cost, how it is built on a
 // topology and how many channels it takes.
 namespace {
 
-// Direct (direct.cpp, linear.cpp, alltoall.cpp): per chunk every transfer
+// Direct: per chunk every transfer
 // starts at once and the next chunk waits for them, so c = ceil(m / C)
 // rounds of α (over a network transport within the host a rank's p - 1
 // messages each pay it: round_alpha_us()) plus every byte through the most

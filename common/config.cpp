@@ -62,6 +62,7 @@ Status resolve_settings(const nnpccl_config_t *config, Settings *out) {
     Settings s;
     NNPCCL_TRY(env_int("NNPCCL_TIMEOUT", 1, 86400 * 365, &s.timeout_sec));
     NNPCCL_TRY(env_int("NNPCCL_SHM_SLOTS", 2, 64, &s.shm.slots));
+    s.socket.slots = s.shm.slots;
     s.ofi.slots = s.shm.slots;
     if (std::string shm_bytes = env_string("NNPCCL_SHM_BYTES"); !shm_bytes.empty()) {
         auto bytes = parse_size(shm_bytes);

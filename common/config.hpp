@@ -38,6 +38,9 @@ struct ShmOptions {
     bool bytes_set = false;
     static constexpr size_t kDefaultShmBytes = size_t{120} << 20;
 };
+struct SocketOptions {
+    int slots = 8; // NNPCCL_SHM_SLOTS too: messages in flight per stream, each way
+};
 struct OfiOptions {
     int slots = 8;             // NNPCCL_SHM_SLOTS too: receives posted per stream
     bool send_in_place = true; // NNPCCL_OFI_SEND_IN_PLACE=0: every message through registered slots, both ways
@@ -79,6 +82,7 @@ struct Settings {
     // (src/trace.hpp), in Chrome's trace-event JSON; empty = no timeline.
     std::string trace;
     ShmOptions shm;
+    SocketOptions socket;
     OfiOptions ofi;
     PlanningOptions planning;
     TuningOptions tuning;

@@ -15,26 +15,16 @@
 #include "affinity.hpp"
 #include "comm.hpp"
 #include "emulated/emulated_transport.hpp"
+#include "job_hosts.hpp"
 #include "log.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "reduce.hpp"
-#include "shm/shm_transport.hpp"
-#include "socket/socket_transport.hpp"
+#include "transport_choice.hpp"
 #include "tuning_file.hpp"
 
 using namespace nnpccl;
 
 namespace {
-
-// Where every rank runs: a host is a host name and a boot id, and ranks on
-// one host share memory.
-struct JobHosts {
-    std::vector<std::string> host; // by rank
-    std::vector<int> local;        // the ranks on this rank's host, in rank order
-    int local_index = 0;           // this rank's place among them
-    bool any_remote = false;       // some rank runs on another host than rank 0
-    bool any_host_shared = false;  // some two ranks share a host
-};
 
 std::string host_identity() {
     char host[256] = {0};
@@ -353,117 +343,6 @@ Status load_machine(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &de
     }
     if (Status loaded = load_topology(planning.topology, comm.nranks, options, &comm.topology); !loaded)
         return invalid_argument("NNPCCL_TOPO=%s: %s", planning.topology.c_str(), loaded.message().c_str());
-    return Status::ok();
-}
-
-// Whether libfabric's provider runs over TCP (or IP, or within the host),
-// where nnpccl's own sockets do the same job with fewer system calls
-// (docs/performance.md, "TCP on nnpccl's own sockets").
-bool runs_over_tcp(const std::string &provider) {
-    const std::string core = provider.substr(0, provider.find(';'));
-    return core == "tcp" || core == "net" || core == "sockets" || core == "udp" || core == "shm";
-}
-
-// What reaches ranks on other hosts: NNPCCL_NET_TRANSPORT's choice, or
-// with auto libfabric where its provider is a fabric of its own (verbs,
-// efa, psm3, ...) on every rank, else the sockets. Collective: the ranks
-// must agree, and an explicit choice that differs between ranks is an error.
-Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode *out) {
-    const NetTransport asked = comm.settings.net_transport;
-    std::string mine = "socket";
-    std::string why = "NNPCCL_NET_TRANSPORT";
-    if (asked == NetTransport::Ofi) {
-        mine = "ofi";
-    } else if (asked == NetTransport::Auto) {
-        const bool provider_asked = !env_string("NNPCCL_OFI_PROVIDER").empty() || !env_string("FI_PROVIDER").empty();
-        const std::string provider = OfiTransport::chosen_provider(comm.facts.nic_hint);
-        if (provider_asked && !provider.empty()) {
-            mine = "ofi";
-            why = "a libfabric provider was asked for (NNPCCL_OFI_PROVIDER or FI_PROVIDER)";
-        } else if (!provider.empty() && !runs_over_tcp(provider)) {
-            mine = "ofi";
-            why = "libfabric's provider here is " + provider;
-        } else {
-            why = provider.empty() ? "libfabric offers no provider here"
-                                   : "libfabric's provider here (" + provider + ") runs over TCP";
-        }
-    }
-    std::vector<std::string> all;
-    NNPCCL_TRY(comm.bootstrap->allgather(mine + (asked == NetTransport::Auto ? " auto" : " asked"), deadline, &all));
-    bool any_asked = false;
-    int differs = -1; // the first rank whose choice is not this rank's
-    std::string theirs;
-    for (size_t r = 0; r < all.size(); ++r) {
-        const std::string choice = all[r].substr(0, all[r].find(' '));
-        any_asked = any_asked || all[r].find(" asked") != std::string::npos;
-        if (choice != mine && differs < 0) {
-            differs = static_cast<int>(r);
-            theirs = choice;
-        }
-    }
-    if (differs >= 0 && any_asked)
-        return invalid_usage("NNPCCL_NET_TRANSPORT: rank %d reaches other hosts over %s, rank %d over %s; set it alike "
-                             "on every rank",
-                             comm.rank, mine.c_str(), differs, theirs.c_str());
-    if (differs >= 0) {
-        mine = "socket";
-        why = "the ranks' libfabric providers differ";
-    }
-    *out = mine == "ofi" ? TransportMode::Ofi : TransportMode::Socket;
-    if (comm.rank == 0) LOG_INFO("ranks on other hosts are reached over %s (%s)", mine.c_str(), why.c_str());
-    return Status::ok();
-}
-
-// Opens shared memory among the ranks of each host and a network
-// transport where ranks on other hosts (or NNPCCL_TRANSPORT=ofi or socket)
-// need it, then routes each peer over one of them. Both set-ups are
-// collective: every rank takes part when any rank needs one.
-Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
-    const TransportMode mode = comm.settings.transport;
-    const bool all_over_network = network_only(mode);
-    // Streams per peer: as many as the algorithm with the most channels needs.
-    const int channels = max_schedule_channels(comm.topology);
-    Transport *shm = nullptr;
-    Transport *network = nullptr;
-    std::string network_text;
-    if (!all_over_network && hosts.any_host_shared) {
-        std::unique_ptr<ShmTransport> made;
-        NNPCCL_TRY(ShmTransport::create(*comm.bootstrap, hosts.local, channels, comm.settings.shm, comm.message_bytes,
-                                        comm.facts.numa_node, deadline, &made));
-        shm = made.get();
-        comm.transports.push_back(std::move(made));
-    }
-    TransportMode across = mode;
-    if (!all_over_network && hosts.any_remote) NNPCCL_TRY(choose_network(comm, deadline, &across));
-    if (across == TransportMode::Socket) {
-        std::unique_ptr<SocketTransport> made;
-        NNPCCL_TRY(SocketTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes, deadline,
-                                           &made));
-        network = made.get();
-        network_text = format("socket (%s)", made->description().c_str());
-        comm.transports.push_back(std::move(made));
-    } else if (across == TransportMode::Ofi) {
-        std::unique_ptr<OfiTransport> made;
-        NNPCCL_TRY(OfiTransport::create(*comm.bootstrap, channels, comm.settings.ofi, comm.message_bytes,
-                                        comm.facts.nic_hint, deadline, &made));
-        network = made.get();
-        network_text = format("ofi (%s)", made->description().c_str());
-        comm.transports.push_back(std::move(made));
-    }
-    comm.route.assign(static_cast<size_t>(comm.nranks), nullptr);
-    std::string over_shm, over_network;
-    const std::string &mine = hosts.host[static_cast<size_t>(comm.rank)];
-    for (int r = 0; r < comm.nranks; ++r) {
-        if (r == comm.rank) continue;
-        const bool same_host = hosts.host[static_cast<size_t>(r)] == mine;
-        Transport *t = same_host && !all_over_network ? shm : network;
-        comm.route[static_cast<size_t>(r)] = t;
-        std::string &list = t == shm ? over_shm : over_network;
-        list += (list.empty() ? "" : ",") + std::to_string(r);
-    }
-    if (!over_shm.empty()) LOG_INFO("rank %d reaches rank(s) %s over shm", comm.rank, over_shm.c_str());
-    if (!over_network.empty())
-        LOG_INFO("rank %d reaches rank(s) %s over %s", comm.rank, over_network.c_str(), network_text.c_str());
     return Status::ok();
 }
 

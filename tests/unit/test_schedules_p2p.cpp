@@ -198,8 +198,8 @@ TEST_CASE("direct alltoall sends a chunk to every peer before it receives one", 
     CHECK(peers == expected);
 }
 
-// In place, every chunk goes out from a copy in scratch (alltoall.cpp says
-// why), two sets of them: direct holds 2(p-1) chunks, not the whole call.
+// In place, every chunk goes out from a copy in scratch (alltoall_in_place.hpp
+// says why), two sets of them: direct holds 2(p-1) chunks, not the whole call.
 TEST_CASE("in-place direct alltoall sends from two sets of chunks in scratch", "[schedules][p2p]") {
     CollectiveArgs args = args_for(Collective::Alltoall, 4, 2, 10, 4);
     args.in_place = true;

@@ -16,7 +16,7 @@
 // message. From 256 KiB such a message goes as a header and a payload,
 // and a receiver whose step only stores the payload receives it straight
 // into the caller's buffer (Transport::try_peek_recv_into), skipping the
-// last pass too (see kSplitBit in the .cpp).
+// last pass too (see kSplitBit in ofi_tags.hpp).
 //
 // Tags: source rank (16 bits) | channel (4 bits) | stream sequence (40
 // bits), and above them the kinds of message (signs of life, a split

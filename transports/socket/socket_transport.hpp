@@ -24,7 +24,10 @@
 // (Transport::try_peek_recv_into). A sender copies messages below 32 KiB
 // into a slot and sends larger ones from the caller's memory, which is
 // free again once the kernel has taken it. Signs of life and a farewell
-// (see the .cpp) are frames too.
+// (see socket_liveness.cpp) are frames too. The parts: socket_wire.hpp
+// (frames), socket_connections.cpp (set-up), socket_send.cpp and
+// socket_receive.cpp (the pumps), socket_liveness.cpp (failure detection),
+// socket_transport.cpp (waiting).
 #pragma once
 
 #include <memory>
@@ -41,7 +44,7 @@ class Bootstrap;
 class SocketTransport final : public Transport {
 public:
     // Collective over the bootstrap: every rank of the communicator calls it.
-    static Status create(Bootstrap &bootstrap, int channels, const OfiOptions &options, size_t message_bytes,
+    static Status create(Bootstrap &bootstrap, int channels, const SocketOptions &options, size_t message_bytes,
                          const Deadline &deadline, std::unique_ptr<SocketTransport> *out);
     ~SocketTransport() override;
 

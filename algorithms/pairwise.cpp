@@ -1,66 +1,49 @@
-// Alltoall: block j of rank i's send buffer goes to block i of rank j's
-// receive buffer. p ranks, m bytes per block (n = p·m per rank), α per
-// message, β per byte, one injection port per rank:
+// Pairwise alltoall: block j of rank i's send buffer goes to block i of
+// rank j's receive buffer, one peer at a time. p ranks, m bytes per block
+// (n = p·m per rank), α per message, β per byte, one injection port per
+// rank:
 //
-//   pairwise  p-1 rounds; in round k rank r sends block r+k to rank r+k and
-//             receives block r-k from rank r-k, chunk by chunk, alternating:
-//             (p-1)α + (p-1)·mβ = (p-1)α + (p-1)/p·nβ. Every rank sends to
-//             one peer and receives from one per round, so no receiver is
-//             ever flooded: the choice for blocks beyond a few KiB.
-//   direct    for each chunk, send it to all p-1 peers, then receive it from
-//             all of them: α + (p-1)·mβ, saving (p-2)α, but each receiver
-//             takes p-1 streams at once (incast), and the chunk rounds run
-//             in lock step: for small blocks.
+//   p-1 rounds; in round k rank r sends block r+k to rank r+k and
+//   receives block r-k from rank r-k, chunk by chunk, alternating:
+//   (p-1)α + (p-1)·mβ = (p-1)α + (p-1)/p·nβ. Every rank sends to one peer
+//   and receives from one per round, so no receiver is ever flooded: the
+//   choice for blocks beyond a few KiB (direct.cpp's alltoall, every chunk
+//   to all peers at once, saves (p-2)α for small ones).
 //
-// Both need only one slot per stream: every stream carries at most one
+// It needs only one slot per stream: every stream carries at most one
 // message that its receiver has not yet reached. A block larger than a
 // chunk costs one α per chunk, most of it hidden by the chunk in flight.
 //
-// In place (send == recv, as MPI_IN_PLACE; NCCL has no in-place alltoall)
-// a rank receives chunk c of block j where it sent chunk c of block j
-// from. A transport that sends from the user's memory (sends_in_place)
-// keeps that place busy until the peer has taken the chunk, which the peer
-// does only once its own send to us has been taken: each would wait for the
-// other. So in place every chunk is first copied to scratch and sent from
-// there, into two alternating sets of scratch (a set's sends finish while
-// the other set's go out; direct's one set when a block is one chunk):
-// (p-1)·m bytes of memcpy, and for direct 2(p-1) chunks of scratch, for
-// pairwise 2 (its sets alternate across rounds too), where
-// both used to hold a copy of the whole call (64 MiB resident at 64 MiB). Pairwise in place pairs
-// the ranks symmetrically (round k of a 1-factorization: r and k - r mod
-// p-1, the rank left over with p-1, for even p; r and k - r mod p, one
-// rank idle, for odd p), so a rank sends block j to j and receives j's
-// block into the same place: p-1 rounds (p for odd p).
+// In place it sends from copies in scratch (alltoall_in_place.hpp says
+// why) and pairs the ranks symmetrically (round k of a 1-factorization: r
+// and k - r mod p-1, the rank left over with p-1, for even p; r and k - r
+// mod p, one rank idle, for odd p), so a rank sends block j to j and
+// receives j's block into the same place: p-1 rounds (p for odd p).
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <utility>
 
+#include "alltoall_in_place.hpp"
 #include "builders.hpp"
 #include "cost_terms.hpp"
-#include "registry.hpp"
 #include "patterns.hpp"
+#include "registry.hpp"
 #include "step_list.hpp"
 
 namespace nnpccl {
 
 namespace {
 
-class Alltoall {
+class Pairwise {
 public:
-    Alltoall(const CollectiveArgs &args, Schedule &sched)
+    Pairwise(const CollectiveArgs &args, Schedule &sched)
         : args_(args), sched_(sched), chunk_(std::max<size_t>(1, args.chunk_elems)) {
         sched_.channels.resize(1);
     }
 
-    // Our own block goes straight across (or stays, in place).
-    void prepare() {
-        if (args_.in_place) return;
-        const size_t mine = block_begin(args_.rank);
-        StepList(sched_.channels[0]).add(kStore, -1, -1, BufRef{Buf::Send, mine}, BufRef{Buf::Recv, mine}, args_.count);
-    }
-
-    void pairwise() {
+    void build() {
+        copy_own_alltoall_block(args_, sched_);
         StepList steps(sched_.channels[0]);
         if (args_.in_place) {
             const int p = args_.nranks, rounds = p % 2 == 0 ? p - 1 : p;
@@ -71,7 +54,8 @@ public:
                 // Copy out, send, then receive into the place just copied from.
                 for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
                     const BufRef place{Buf::Recv, block_begin(with) + c.begin};
-                    send_copy(steps, with, place, c.size(), copy_slot(set, 2, 0, 1));
+                    send_from_copy(steps, with, place, c.size(),
+                                   alltoall_copy_slot(args_, chunk_, sched_, set, 2, 0, 1));
                     steps.add(kRecv | kStore, with, -1, {}, place, c.size());
                     set ^= 1;
                 }
@@ -90,42 +74,7 @@ public:
         }
     }
 
-    void direct() {
-        StepList steps(sched_.channels[0]);
-        // Chunk c's copies go to set c % 2; one set when a block is one chunk.
-        const size_t sets = args_.count > chunk_ ? 2 : 1;
-        size_t set = 0;
-        for (const ElemRange &c : chunked(0, args_.count, chunk_)) {
-            // Each rank starts with the rank after it, so the ranks' first
-            // messages of a round go to p different receivers, not all to one.
-            for (int k = 1; k < args_.nranks; ++k) {
-                const BufRef block{args_.in_place ? Buf::Recv : Buf::Send, block_begin(peer(k)) + c.begin};
-                if (args_.in_place)
-                    send_copy(steps, peer(k), block, c.size(), copy_slot(set, sets, k - 1, args_.nranks - 1));
-                else steps.add(kSend, -1, peer(k), block, {}, c.size());
-            }
-            set ^= 1;
-            for (int k = 1; k < args_.nranks; ++k)
-                steps.add(kRecv | kStore, peer(-k), -1, {}, BufRef{Buf::Recv, block_begin(peer(-k)) + c.begin},
-                          c.size());
-        }
-    }
-
 private:
-    // In place: chunk `index` of `per_set` in scratch set `set` (of `sets`,
-    // header), scratch grown to hold them all.
-    BufRef copy_slot(size_t set, size_t sets, int index, int per_set) {
-        const size_t slot = std::min(chunk_, args_.count);
-        sched_.scratch_elems = std::max(sched_.scratch_elems, sets * static_cast<size_t>(per_set) * slot);
-        return BufRef{Buf::Scratch, (set * static_cast<size_t>(per_set) + static_cast<size_t>(index)) * slot};
-    }
-    // Two steps, not one store-and-send: a transport that sends in place
-    // would send a plain copy's source, the user's memory.
-    static void send_copy(StepList &steps, int to, const BufRef &from, size_t count, const BufRef &copy) {
-        steps.add(kStore, -1, -1, from, copy, count);
-        steps.add(kSend, -1, to, copy, {}, count);
-    }
-
     int peer(int offset) const { return ((args_.rank + offset) % args_.nranks + args_.nranks) % args_.nranks; }
     // This rank's partner in round k of the in-place pairing (header), -1
     // when it sits the round out; the partner's partner is this rank.
@@ -140,7 +89,7 @@ private:
         const int with = ((k - r) % m + m) % m;
         return with == r ? m : with;
     }
-    size_t block_begin(int rank) const { return static_cast<size_t>(rank) * args_.count; }
+    size_t block_begin(int rank) const { return alltoall_block_begin(args_, rank); }
 
     const CollectiveArgs &args_;
     Schedule &sched_;
@@ -153,19 +102,7 @@ Schedule build_pairwise_alltoall(const CollectiveArgs &args) {
     Schedule sched;
     sched.algorithm = "pairwise";
     if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
-    Alltoall alltoall(args, sched);
-    alltoall.prepare();
-    alltoall.pairwise();
-    return sched;
-}
-
-Schedule build_direct_alltoall(const CollectiveArgs &args) {
-    Schedule sched;
-    sched.algorithm = "direct";
-    if (args.collective != Collective::Alltoall) return sched; // not served: see builders.hpp
-    Alltoall alltoall(args, sched);
-    alltoall.prepare();
-    alltoall.direct();
+    Pairwise(args, sched).build();
     return sched;
 }
 
@@ -173,7 +110,7 @@ Schedule build_direct_alltoall(const CollectiveArgs &args) {
 // topology and how many channels it takes.
 namespace {
 
-// Pairwise alltoall (alltoall.cpp): p-1 rounds, in round k rank r sends its
+// Pairwise alltoall: p-1 rounds, in round k rank r sends its
 // block of m = S/p bytes to r+k in c = ceil(m / C) chunks, T the round's
 // bytes through the links their routes share. A rank sends its next chunk
 // only once the previous one from r-k has come in, so a chunk's latency
