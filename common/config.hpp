@@ -19,7 +19,7 @@ constexpr bool network_only(TransportMode mode) { return mode == TransportMode::
 enum class NetTransport { Auto, Socket, Ofi };
 
 // Each layer's options, as the user set them. What init finds out about the
-// host is apart, in HostFacts (src/init.hpp).
+// host is apart, in HostFacts (src/comm.hpp).
 struct ShmOptions {
     int slots = 8; // NNPCCL_SHM_SLOTS: slots per queue (pipelining depth), at most
     // NNPCCL_SHM_BYTES: the shared memory one rank's queues may hold
