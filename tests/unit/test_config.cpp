@@ -238,13 +238,31 @@ TEST_CASE("the root and the ranks prove the job secret to each other without sen
     std::string wire = std::string(reinterpret_cast<const char *>(&hello), sizeof hello);
     CHECK(wire.find(std::string(reinterpret_cast<const char *>(secret.data()), 8)) == std::string::npos);
 
-    std::string welcome = encode_welcome(secret, hello).substr(kFrameHeaderBytes);
-    CHECK(welcome_is_genuine(secret, hello, welcome));
-    CHECK_FALSE(welcome_is_genuine(other, hello, welcome));
-    CHECK_FALSE(welcome_is_genuine(secret, again, welcome)); // not replayable to another hello
+    Nonce challenge, other_challenge, taken{};
+    REQUIRE(random_bytes(challenge.data(), challenge.size()).is_ok());
+    REQUIRE(random_bytes(other_challenge.data(), other_challenge.size()).is_ok());
+    std::string welcome = encode_welcome(secret, hello, challenge).substr(kFrameHeaderBytes);
+    CHECK(welcome_is_genuine(secret, hello, welcome, &taken));
+    CHECK(taken == challenge); // the rank learns the challenge it must answer
+    CHECK_FALSE(welcome_is_genuine(other, hello, welcome, &taken));
+    CHECK_FALSE(welcome_is_genuine(secret, again, welcome, &taken)); // not replayable to another hello
+    std::string tampered = welcome;
+    tampered[sizeof(uint64_t)] ^= 1; // the challenge is covered by the root's proof
+    CHECK_FALSE(welcome_is_genuine(secret, hello, tampered, &taken));
     // The hello's own proof is not a welcome: the labels differ.
-    CHECK_FALSE(welcome_is_genuine(secret, hello, std::string(reinterpret_cast<const char *>(&hello.proof), 8)));
-    CHECK_FALSE(welcome_is_genuine(secret, hello, welcome.substr(1)));
+    CHECK_FALSE(
+        welcome_is_genuine(secret, hello, std::string(reinterpret_cast<const char *>(&hello.proof), 8), &taken));
+    CHECK_FALSE(welcome_is_genuine(secret, hello, welcome.substr(1), &taken));
+
+    // The answer admits the rank: it is bound to this connection's challenge,
+    // so a hello and answer recorded from one connection fail on another.
+    std::string answer = encode_answer(secret, hello, challenge).substr(kFrameHeaderBytes);
+    CHECK(answer_is_genuine(secret, hello, challenge, answer));
+    CHECK_FALSE(answer_is_genuine(secret, hello, other_challenge, answer));
+    CHECK_FALSE(answer_is_genuine(other, hello, challenge, answer));
+    CHECK_FALSE(answer_is_genuine(secret, again, challenge, answer));
+    CHECK_FALSE(answer_is_genuine(secret, hello, challenge, welcome.substr(0, 8))); // a welcome is no answer
+    CHECK_FALSE(answer_is_genuine(secret, hello, challenge, answer.substr(1)));
 }
 
 TEST_CASE("bootstrap messages are bounds-checked", "[bootstrap]") {
