@@ -92,6 +92,25 @@ Status root_from_master(const std::string &addr, const std::string &port_text, L
     return Status::ok();
 }
 
+// A one-host job's ranks started by the MPIs and Slurm have a parent of
+// the launcher's own for each job (orted, hydra's proxy, slurmstepd) and
+// job ids. torchrun-style variables set by a script or a program have
+// neither: their parent may start several jobs alike, whose ranks could
+// not tell which rank 0 is theirs, and a rank that guessed would compute
+// with another job's ranks. Such a job must say what is its own.
+Status check_job_is_told_apart(const LaunchEnv &env) {
+    const bool script = env.launcher == "torchrun" || env.launcher == "Kubernetes Indexed Job";
+    if (!script || env.size == 1 || env.secret_given || !env_string("MASTER_PORT").empty()) return Status::ok();
+    for (const char *var : kJobIdVars)
+        if (!env_string(var).empty()) return Status::ok();
+    return invalid_argument(
+        "WORLD_SIZE=%d and LOCAL_WORLD_SIZE=%d with no address: the ranks would meet through a file named after "
+        "their parent process (pid %d), but nothing tells this job from another that process starts alike; set "
+        "something of this job's own on its ranks: NNPCCL_JOB_SECRET (32 hex digits), TORCHELASTIC_RUN_ID or "
+        "MASTER_PORT, or an address (MASTER_ADDR and MASTER_PORT, or NNPCCL_ROOT)",
+        env.size, env.size, static_cast<int>(getppid()));
+}
+
 // Names the one-host rendezvous file after everything the job's ranks
 // share that another job started beside it may not: the user, the parent
 // process (a launcher starts each job's ranks from a process of its own),
@@ -178,6 +197,7 @@ Status read_launch_env(LaunchEnv *out) {
     if (env.root.empty() && !addr.empty() && !port.empty()) NNPCCL_TRY(root_from_master(addr, port, &env));
     if (env.root.empty() && local_size == env.size) {
         // Every rank is here: meet through a file only this user can read.
+        NNPCCL_TRY(check_job_is_told_apart(env));
         key_rendezvous(env.secret, &env);
         *out = env;
         return Status::ok();

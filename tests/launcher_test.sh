@@ -96,7 +96,7 @@ run_torchrun_style() { # $1: label, then env assignments shared by all ranks
     check_table "$label" "$out/t.0" 3 5
 }
 run_torchrun_style "torchrun-style env at MASTER_ADDR:MASTER_PORT" MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29000 + $$ % 1000))
-run_torchrun_style "torchrun-style env, one host, no address" LOCAL_WORLD_SIZE=3
+run_torchrun_style "torchrun-style env, one host, no address" LOCAL_WORLD_SIZE=3 TORCHELASTIC_RUN_ID=launcher-test-$$
 
 # Under torchrun, torch's store listens at MASTER_PORT while the workers
 # init: rank 0 hosts nnpccl's root at MASTER_PORT + 100 instead. A process
@@ -156,7 +156,8 @@ grep -q "rank 0 was to host the rendezvous root at 127.0.0.1:$((master_port + 10
 # its deadline, saying how to give an address instead.
 pids=""
 for rank in 0 1 2; do
-    RANK=$rank WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NNPCCL_TIMEOUT=3 timeout 60 "$bench" broadcast -b 8 -e 8 \
+    RANK=$rank WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 TORCHELASTIC_RUN_ID=wrapped-$$ NNPCCL_TIMEOUT=3 timeout 60 \
+        "$bench" broadcast -b 8 -e 8 \
         >"$out/w.$rank" 2>&1 &
     pids="$pids $!"
 done

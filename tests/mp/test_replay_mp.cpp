@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -226,6 +227,8 @@ struct ScratchDir {
 };
 
 void check_refused(const ReplayOutcome &outcome, const std::string &root_log) {
+    std::fprintf(stderr, "replay %s after %.3f s\n", outcome.closed ? "closed by the root" : "still open",
+                 outcome.seconds);
     INFO("root's log: " << root_log);
     CHECK(outcome.closed);
     CHECK(outcome.seconds < 2);

@@ -511,6 +511,12 @@ TEST_CASE("the one-host rendezvous is keyed by what a job's ranks share and anot
     ScopedEnv r("RANK", "0"), w("WORLD_SIZE", "2"), l("LOCAL_WORLD_SIZE", "2");
     unsetenv("MASTER_ADDR");
     LaunchEnv plain;
+    // Nothing but the parent process: a sibling job started alike could not be told apart.
+    Status st = read_launch_env(&plain);
+    CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(st.message(), Catch::Contains("nothing tells this job from another that process starts alike"));
+    CHECK_THAT(st.message(), Catch::Contains("NNPCCL_JOB_SECRET"));
+    ScopedEnv run("TORCHELASTIC_RUN_ID", "base");
     REQUIRE(read_launch_env(&plain).is_ok());
     REQUIRE_THAT(plain.rendezvous_file, Catch::StartsWith("/tmp/nnpccl-"));
     auto file_with = [](const char *var, const char *value) {
@@ -525,10 +531,10 @@ TEST_CASE("the one-host rendezvous is keyed by what a job's ranks share and anot
     CHECK(secret_a == file_with("NNPCCL_JOB_SECRET", "000102030405060708090A0B0C0D0E0F"));
     CHECK(file_with("TORCHELASTIC_RUN_ID", "a") != file_with("TORCHELASTIC_RUN_ID", "b"));
     CHECK(file_with("SLURM_STEP_ID", "0") != file_with("SLURM_STEP_ID", "1"));
-    CHECK(file_with("PMIX_NAMESPACE", "prterun-vm-1@1") != plain.rendezvous_file);
+    CHECK(file_with("TORCHELASTIC_RUN_ID", "base") == plain.rendezvous_file);
     CHECK(file_with("MASTER_PORT", "29500") != file_with("MASTER_PORT", "29501"));
     // A job of another size has another rendezvous.
-    ScopedEnv w3("WORLD_SIZE", "3"), l3("LOCAL_WORLD_SIZE", "3");
+    ScopedEnv w3("WORLD_SIZE", "3"), l3("LOCAL_WORLD_SIZE", "3"), same_run("TORCHELASTIC_RUN_ID", "base");
     LaunchEnv bigger;
     REQUIRE(read_launch_env(&bigger).is_ok());
     CHECK(bigger.rendezvous_file != plain.rendezvous_file);
