@@ -16,7 +16,9 @@ namespace {
 // The root's first frame must prove it holds the job secret; until it has,
 // nothing it sends is read (a stranger at the root's address could
 // otherwise end the job or make this rank allocate what its header says).
-Status await_welcome(int fd, const UniqueId &id, const Hello &hello, const Deadline &deadline, const StopSignal *stop) {
+// A genuine welcome carries the challenge this rank must answer.
+Status await_welcome(int fd, const UniqueId &id, const Hello &hello, const Deadline &deadline, const StopSignal *stop,
+                     Nonce *challenge) {
     const std::string root = id.root.to_string();
     FrameHeader h{};
     Status st = recv_all(fd, &h, sizeof h, deadline, stop);
@@ -35,7 +37,7 @@ Status await_welcome(int fd, const UniqueId &id, const Hello &hello, const Deadl
                              hello.rank, root.c_str());
     std::string payload(sizeof(Welcome), '\0');
     NNPCCL_TRY(recv_all(fd, payload.data(), payload.size(), deadline, stop));
-    if (!welcome_is_genuine(id.secret, hello, payload))
+    if (!welcome_is_genuine(id.secret, hello, payload, challenge))
         return invalid_usage("rank %u: the process at %s that answered as the bootstrap root does not hold the "
                              "job's secret: it is another job's root or an impostor",
                              hello.rank, root.c_str());
@@ -58,7 +60,12 @@ Status Bootstrap::join(const UniqueId &id, int rank, int nranks, const Deadline 
         std::string frame = encode_frame(FrameType::Hello, &hello, sizeof hello);
         st = send_all(fd, frame.data(), frame.size(), deadline, stop);
     }
-    if (st) st = await_welcome(fd, id, hello, deadline, stop);
+    Nonce challenge{};
+    if (st) st = await_welcome(fd, id, hello, deadline, stop, &challenge);
+    if (st) {
+        std::string answer = encode_answer(id.secret, hello, challenge);
+        st = send_all(fd, answer.data(), answer.size(), deadline, stop);
+    }
     if (!st) {
         close_fd(fd);
         return st;

@@ -42,7 +42,10 @@ struct Peer {
     std::string in;
     std::string out;
     Clock::time_point accepted;
-    int rank = -1; // >= 0 once the hello was accepted
+    int rank = -1;         // >= 0 once the answer to the challenge was accepted
+    bool welcomed = false; // a genuine hello was answered with `challenge`
+    Hello hello{};
+    Nonce challenge{};
     Clock::time_point setup_deadline = Clock::time_point::max(); // from the hello
     bool has_part = false;
     std::string part;
@@ -69,6 +72,10 @@ private:
     void accept_new();
     void read_from(Peer &p);
     void handle_frame(Peer &p, FrameType type, const std::string &payload);
+    // Joining, in two steps: a genuine hello earns a welcome and a
+    // challenge; the answer to that challenge admits the rank.
+    void welcome(Peer &p, FrameType type, const std::string &payload);
+    void admit(Peer &p, FrameType type, const std::string &payload);
     void drop(Peer &p, const char *why);
     void fail_job(const std::string &why, nnpccl_result_t code = NNPCCL_ERR_REMOTE);
     void maybe_complete_round();
@@ -181,53 +188,72 @@ void RootServer::accept_new() {
     }
 }
 
-void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payload) {
-    if (p.rank < 0) {
-        Hello hello;
-        if (type != FrameType::Hello) return drop(p, "first message is not a hello");
-        Status st = decode_hello(payload, &hello);
-        if (!st) return drop(p, st.message().c_str());
-        if (!hello_is_genuine(secret_, hello))
-            return drop(p, "its hello does not prove the job's secret (another job's rank, or a stranger)");
-        // Before anything else it hears from us, so a rank trusts nothing an impostor says.
-        p.out += encode_welcome(secret_, hello);
-        if (failed_) {
-            std::string payload = encode_failure(failure_code_, failure_why_);
-            p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
-            p.closing = true;
-            return;
-        }
-        std::string refusal;
-        if (nranks_ == 0) {
-            nranks_ = static_cast<int>(hello.nranks);
-            rank_taken_.assign(static_cast<size_t>(nranks_), false);
-        }
-        if (static_cast<int>(hello.nranks) != nranks_)
-            refusal = format("rank %u says the job has %u ranks, but rank(s) before it said %d", hello.rank,
-                             hello.nranks, nranks_);
-        else if (rank_taken_[hello.rank])
-            refusal = format("rank %u joined twice", hello.rank);
-        else if (all_joined_)
-            refusal = "the job has already started";
-        if (!refusal.empty()) {
-            // The secret was right, so this is a misconfigured rank of ours: tell it why.
-            std::string payload = encode_failure(NNPCCL_ERR_INVALID_USAGE, refusal);
-            p.out += encode_frame(FrameType::Error, payload.data(), payload.size());
-            p.closing = true;
-            // A job that disagrees on its size, or has a rank twice, cannot
-            // form: the ranks that joined learn why now, rather than wait
-            // for the missing one until their deadline. A rank late for a
-            // job that has started leaves that job alone.
-            if (!all_joined_) fail_job(refusal, NNPCCL_ERR_INVALID_USAGE);
-            else LOG_WARN("bootstrap root: %s", refusal.c_str());
-            return;
-        }
-        p.rank = static_cast<int>(hello.rank);
-        if (hello.setup_ms > 0) p.setup_deadline = Clock::now() + std::chrono::milliseconds(hello.setup_ms);
-        rank_taken_[hello.rank] = true;
-        if (joined_count() == nranks_) all_joined_ = true;
+void RootServer::welcome(Peer &p, FrameType type, const std::string &payload) {
+    Hello hello;
+    if (type != FrameType::Hello) return drop(p, "first message is not a hello");
+    Status st = decode_hello(payload, &hello);
+    if (!st) return drop(p, st.message().c_str());
+    if (!hello_is_genuine(secret_, hello))
+        return drop(p, "its hello does not prove the job's secret (another job's rank, or a stranger)");
+    st = random_bytes(p.challenge.data(), p.challenge.size());
+    if (!st) return drop(p, st.message().c_str());
+    p.hello = hello;
+    p.welcomed = true;
+    // Before anything else it hears from us, so a rank trusts nothing an impostor says.
+    p.out += encode_welcome(secret_, hello, p.challenge);
+}
+
+void RootServer::admit(Peer &p, FrameType type, const std::string &payload) {
+    // A hello recorded elsewhere (this run's or an earlier one's with the
+    // same secret) is genuine but cannot answer this connection's
+    // challenge; refused here, it leaves the rank it copies alone.
+    if (type != FrameType::Answer || !answer_is_genuine(secret_, p.hello, p.challenge, payload))
+        return drop(p, format("its hello, as rank %u, does not answer this connection's challenge: a hello recorded "
+                              "from another connection and sent again, refused",
+                              p.hello.rank)
+                           .c_str());
+    const Hello &hello = p.hello;
+    if (failed_) {
+        std::string error = encode_failure(failure_code_, failure_why_);
+        p.out += encode_frame(FrameType::Error, error.data(), error.size());
+        p.closing = true;
         return;
     }
+    std::string refusal;
+    if (nranks_ == 0) {
+        nranks_ = static_cast<int>(hello.nranks);
+        rank_taken_.assign(static_cast<size_t>(nranks_), false);
+    }
+    if (static_cast<int>(hello.nranks) != nranks_)
+        refusal = format("rank %u says the job has %u ranks, but rank(s) before it said %d", hello.rank, hello.nranks,
+                         nranks_);
+    else if (rank_taken_[hello.rank])
+        refusal = format("rank %u joined twice", hello.rank);
+    else if (all_joined_)
+        refusal = "the job has already started";
+    if (!refusal.empty()) {
+        // It proved the secret afresh, so this is a misconfigured rank of ours: tell it why.
+        std::string error = encode_failure(NNPCCL_ERR_INVALID_USAGE, refusal);
+        p.out += encode_frame(FrameType::Error, error.data(), error.size());
+        p.closing = true;
+        // A job that disagrees on its size, or has a rank twice, cannot
+        // form: the ranks that joined learn why now, rather than wait
+        // for the missing one until their deadline. A rank late for a
+        // job that has started leaves that job alone.
+        if (!all_joined_)
+            fail_job(refusal, NNPCCL_ERR_INVALID_USAGE);
+        else
+            LOG_WARN("bootstrap root: %s", refusal.c_str());
+        return;
+    }
+    p.rank = static_cast<int>(hello.rank);
+    if (hello.setup_ms > 0) p.setup_deadline = Clock::now() + std::chrono::milliseconds(hello.setup_ms);
+    rank_taken_[hello.rank] = true;
+    if (joined_count() == nranks_) all_joined_ = true;
+}
+
+void RootServer::handle_frame(Peer &p, FrameType type, const std::string &payload) {
+    if (p.rank < 0) return p.welcomed ? admit(p, type, payload) : welcome(p, type, payload);
     if (type == FrameType::Goodbye) {
         p.said_goodbye = true;
         return;
@@ -353,8 +379,10 @@ void RootServer::read_from(Peer &p) {
             return;
         }
         if (n < 0) return;
-        p.in.append(buf, static_cast<size_t>(n));
-        while (p.fd >= 0 && p.in.size() >= kFrameHeaderBytes) {
+        // A connection being closed has been told why; what it sends after
+        // (a rank's allgather part, sent on the heels of its answer) is not read.
+        if (!p.closing) p.in.append(buf, static_cast<size_t>(n));
+        while (p.fd >= 0 && !p.closing && p.in.size() >= kFrameHeaderBytes) {
             FrameHeader h;
             std::memcpy(&h, p.in.data(), sizeof h);
             size_t limit = p.rank < 0 ? sizeof(Hello) : kMaxRankPayload;

@@ -33,7 +33,7 @@ std::string encode_frame(FrameType type, const void *payload, size_t length) {
 
 Status check_frame_header(const FrameHeader &h, size_t max_length) {
     if (h.magic != kFrameMagic) return invalid_usage("bootstrap frame has a bad magic number 0x%08x", h.magic);
-    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Welcome))
+    if (h.type < static_cast<uint32_t>(FrameType::Hello) || h.type > static_cast<uint32_t>(FrameType::Answer))
         return invalid_usage("bootstrap frame has an unknown type %u", h.type);
     if (h.length > max_length)
         return invalid_usage("bootstrap frame of %llu bytes exceeds the limit of %zu",
@@ -98,12 +98,15 @@ uint64_t siphash24(const JobSecret &key, const void *data, size_t length) {
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
-uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello) {
-    std::string message = what == ProofOf::Hello ? "nnpccl hello" : "nnpccl welcome";
+uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello, const Nonce &challenge) {
+    std::string message = what == ProofOf::Hello     ? "nnpccl hello"
+                          : what == ProofOf::Welcome ? "nnpccl welcome"
+                                                     : "nnpccl answer";
     message.append(reinterpret_cast<const char *>(&hello.rank), sizeof hello.rank);
     message.append(reinterpret_cast<const char *>(&hello.nranks), sizeof hello.nranks);
     message.append(reinterpret_cast<const char *>(hello.nonce), sizeof hello.nonce);
     message.append(reinterpret_cast<const char *>(&hello.setup_ms), sizeof hello.setup_ms);
+    if (what != ProofOf::Hello) message.append(reinterpret_cast<const char *>(challenge.data()), challenge.size());
     return siphash24(secret, message.data(), message.size());
 }
 
@@ -133,16 +136,35 @@ bool hello_is_genuine(const JobSecret &secret, const Hello &hello) {
     return proofs_equal(hello.proof, job_proof(secret, ProofOf::Hello, hello));
 }
 
-std::string encode_welcome(const JobSecret &secret, const Hello &hello) {
-    Welcome welcome{job_proof(secret, ProofOf::Welcome, hello)};
+std::string encode_welcome(const JobSecret &secret, const Hello &hello, const Nonce &challenge) {
+    Welcome welcome{};
+    welcome.proof = job_proof(secret, ProofOf::Welcome, hello, challenge);
+    std::memcpy(welcome.challenge, challenge.data(), challenge.size());
     return encode_frame(FrameType::Welcome, &welcome, sizeof welcome);
 }
 
-bool welcome_is_genuine(const JobSecret &secret, const Hello &hello, const std::string &payload) {
+bool welcome_is_genuine(const JobSecret &secret, const Hello &hello, const std::string &payload, Nonce *challenge) {
     Welcome welcome{};
     if (payload.size() != sizeof welcome) return false;
     std::memcpy(&welcome, payload.data(), sizeof welcome);
-    return proofs_equal(welcome.proof, job_proof(secret, ProofOf::Welcome, hello));
+    Nonce offered;
+    std::memcpy(offered.data(), welcome.challenge, offered.size());
+    if (!proofs_equal(welcome.proof, job_proof(secret, ProofOf::Welcome, hello, offered))) return false;
+    *challenge = offered;
+    return true;
+}
+
+std::string encode_answer(const JobSecret &secret, const Hello &hello, const Nonce &challenge) {
+    Answer answer{job_proof(secret, ProofOf::Answer, hello, challenge)};
+    return encode_frame(FrameType::Answer, &answer, sizeof answer);
+}
+
+bool answer_is_genuine(const JobSecret &secret, const Hello &hello, const Nonce &challenge,
+                       const std::string &payload) {
+    Answer answer{};
+    if (payload.size() != sizeof answer) return false;
+    std::memcpy(&answer, payload.data(), sizeof answer);
+    return proofs_equal(answer.proof, job_proof(secret, ProofOf::Answer, hello, challenge));
 }
 
 Status decode_hello(const std::string &payload, Hello *out) {

@@ -18,6 +18,7 @@
 namespace nnpccl {
 
 using JobSecret = std::array<uint8_t, 16>;
+using Nonce = std::array<uint8_t, 16>;
 
 constexpr uint32_t kFrameMagic = 0x4e4e5042; // "NNPB"
 constexpr size_t kFrameHeaderBytes = 16;
@@ -31,7 +32,8 @@ enum class FrameType : uint32_t {
     Error = 4,        // root -> rank: the job cannot go on; payload: result code (u32), then the reason
     Goodbye = 5,      // rank -> root: this rank leaves cleanly (destroy), do not report it as dead
     Failure = 6,      // rank -> root: this rank's communicator failed; payload as Error, relayed to all
-    Welcome = 7,      // root -> rank, first: the root's proof that it holds the job secret
+    Welcome = 7,      // root -> rank, first: the root's proof that it holds the job secret, and a challenge
+    Answer = 8,       // rank -> root, after the welcome: the rank's proof over the root's challenge
 };
 
 // Error and Failure payloads: a result code and a message.
@@ -46,12 +48,21 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == kFrameHeaderBytes);
 
 // The secret never crosses the network: each side proves it holds it with
-// a keyed hash (SipHash-2-4, keyed by the secret) over the rank's fresh
-// nonce, so a stranger listening at the root's address learns nothing it
-// could join with, and a rank trusts no frame until the root has proved it
-// is this job's root. Distinct labels keep one side's proof from serving as
-// the other's. (An attacker on the path could still replay a hello; the
-// root takes each rank once.)
+// a keyed hash (SipHash-2-4, keyed by the secret), so a stranger listening
+// at the root's address learns nothing it could join with, and a rank
+// trusts no frame until the root has proved it is this job's root.
+//
+//   rank -> root  Hello:   rank, nranks, the rank's fresh nonce, proof
+//   root -> rank  Welcome: proof over the hello, the root's fresh challenge
+//   rank -> root  Answer:  proof over the hello and the challenge
+//
+// The hello's own proof lets the root drop strangers before spending a
+// challenge on them; the answer is what admits the rank. A hello recorded
+// from another connection (of this run or an earlier one with the same
+// secret) can be sent again, but its answer was made for another
+// challenge: the root refuses it without disturbing the job, and the
+// recorded allgather parts that follow it are never read. Distinct labels
+// keep one proof from serving as another.
 struct Hello {
     uint32_t rank;
     uint32_t nranks;
@@ -63,16 +74,23 @@ struct Hello {
     // and barrier of the bootstrap belongs to init.
     uint32_t setup_ms;
     uint32_t reserved; // zero
-    uint64_t proof; // job_proof(secret, "hello", rank, nranks, nonce, setup_ms)
+    uint64_t proof;    // job_proof(secret, Hello, hello)
 };
 static_assert(sizeof(Hello) == 40);
 
 struct Welcome {
-    uint64_t proof; // job_proof(secret, "welcome", rank, nranks, nonce of the hello)
+    uint64_t proof;        // job_proof(secret, Welcome, hello, challenge)
+    uint8_t challenge[16]; // fresh for each connection
+};
+static_assert(sizeof(Welcome) == 24);
+
+struct Answer {
+    uint64_t proof; // job_proof(secret, Answer, hello, challenge)
 };
 
-enum class ProofOf { Hello, Welcome };
-uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello);
+enum class ProofOf { Hello, Welcome, Answer };
+// `challenge` is left out of the hello's proof (the rank has none yet).
+uint64_t job_proof(const JobSecret &secret, ProofOf what, const Hello &hello, const Nonce &challenge = Nonce{});
 // With a fresh nonce.
 Status make_hello(const JobSecret &secret, int rank, int nranks, uint32_t setup_ms, Hello *out);
 
@@ -83,10 +101,15 @@ std::string encode_frame(FrameType type, const void *payload, size_t length);
 Status check_frame_header(const FrameHeader &h, size_t max_length);
 
 Status decode_hello(const std::string &payload, Hello *out);
-// Whether `hello` proves knowledge of `secret`, and whether `welcome` answers it.
+// Whether `hello` proves knowledge of `secret`.
 bool hello_is_genuine(const JobSecret &secret, const Hello &hello);
-bool welcome_is_genuine(const JobSecret &secret, const Hello &hello, const std::string &payload);
-std::string encode_welcome(const JobSecret &secret, const Hello &hello);
+// The root's answer to a genuine hello, with the challenge it must answer (a frame).
+std::string encode_welcome(const JobSecret &secret, const Hello &hello, const Nonce &challenge);
+// Whether the welcome's payload answers `hello` under `secret`; if so, its challenge.
+bool welcome_is_genuine(const JobSecret &secret, const Hello &hello, const std::string &payload, Nonce *challenge);
+// The rank's answer to the challenge (a frame), and the root's check of its payload.
+std::string encode_answer(const JobSecret &secret, const Hello &hello, const Nonce &challenge);
+bool answer_is_genuine(const JobSecret &secret, const Hello &hello, const Nonce &challenge, const std::string &payload);
 
 // SipHash-2-4 of `data` under the 128-bit `key` (Aumasson and Bernstein, 2012).
 uint64_t siphash24(const JobSecret &key, const void *data, size_t length);

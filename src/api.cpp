@@ -341,7 +341,9 @@ Status make_unique_id(const SockAddr &where, int timeout_sec, nnpccl_unique_id_t
 }
 
 // One-host launch without an address: meet through the rendezvous file.
-// Rank 0 publishes it now; the others wait for it as part of connecting.
+// Rank 0 publishes it now, the others claim their places now (either
+// fails at once where another job holds them) and wait for it as part of
+// connecting.
 nnpccl_result_t init_through_file(nnpccl_comm_t *comm, const LaunchEnv &env, const nnpccl_config_t *config) {
     Settings settings;
     Status st = resolve_settings(config, &settings);
@@ -351,29 +353,32 @@ nnpccl_result_t init_through_file(nnpccl_comm_t *comm, const LaunchEnv &env, con
         st = parse_host_port("127.0.0.1:1", &loopback);
         loopback.set_port(0);
         if (st) st = make_unique_id(loopback, settings.timeout_sec, &published);
-        if (st) st = publish_unique_id(env.rendezvous_file, published);
+        if (st) st = publish_unique_id(env, published);
     }
-    if (!st) return report(nullptr, Status(st.code(), "init from the " + env.launcher + " environment: " + st.message()));
-    const std::string file = env.rendezvous_file;
-    const std::string launcher = env.launcher;
-    const int rank = env.rank;
+    if (st) st = claim_rendezvous_place(env);
+    if (!st)
+        return report(nullptr, Status(st.code(), "init from the " + env.launcher + " environment: " + st.message()));
     const int timeout_sec = settings.timeout_sec;
     auto connect = [=](nnpccl_comm &building, const StopSignal *stop) {
         nnpccl_unique_id_t raw = published;
-        Status found = rank == 0 ? Status::ok() : read_unique_id(file, Deadline::after_seconds(timeout_sec), &raw, stop);
+        Status found =
+            env.rank == 0 ? Status::ok() : read_unique_id(env, Deadline::after_seconds(timeout_sec), &raw, stop);
         UniqueId id;
         if (found) found = decode_unique_id(raw, &id);
-        if (!found) return Status(found.code(), "init from the " + launcher + " environment: " + found.message());
+        if (!found) {
+            leave_rendezvous(env);
+            return Status(found.code(), "init from the " + env.launcher + " environment: " + found.message());
+        }
         Status connected = building.connect(id, stop);
-        // Everyone has joined (or failed): the file has served.
-        if (rank == 0) unlink(file.c_str());
-        if (rank == 0 && connected.code() == NNPCCL_ERR_TIMEOUT)
+        // Everyone has joined (or failed): the file and the places have served.
+        leave_rendezvous(env);
+        if (env.rank == 0 && connected.code() == NNPCCL_ERR_TIMEOUT)
             return Status(connected.code(), connected.message() + kRendezvousFileHint);
         return connected;
     };
     nnpccl_result_t rc = init(comm, env.size, env.rank, config, connect);
-    // An init refused before connecting never reached the unlink above.
-    if (rank == 0 && rc != NNPCCL_SUCCESS && rc != NNPCCL_IN_PROGRESS) unlink(file.c_str());
+    // An init refused before connecting never reached the removal above.
+    if (rc != NNPCCL_SUCCESS && rc != NNPCCL_IN_PROGRESS) leave_rendezvous(env);
     return rc;
 }
 
@@ -447,21 +452,16 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
     id.secret = env.secret;
     if (st) st = parse_host_port(env.root, &id.root);
     if (st && env.rank == 0) {
-        // Rank 0 hosts the root on every interface at the given port, so the
-        // name other hosts use for it need not be one of its own addresses.
         Settings settings;
         st = resolve_settings(config, &settings);
-        SockAddr any = id.root;
-        if (any.family() == AF_INET) reinterpret_cast<sockaddr_in *>(&any.storage)->sin_addr.s_addr = htonl(INADDR_ANY);
-        else reinterpret_cast<sockaddr_in6 *>(&any.storage)->sin6_addr = in6addr_any;
-        SockAddr bound;
-        if (st) st = start_bootstrap_root(any, id.secret, settings.timeout_sec, &bound);
+        if (st) st = start_root_from_env(env, settings.timeout_sec, &id);
     }
     if (!st) return report(nullptr, Status(st.code(), format("init from the %s environment: %s",
                                                              env.launcher.empty() ? "launcher" : env.launcher.c_str(),
                                                              st.message().c_str())));
-    return init(comm, env.size, env.rank, config,
-                [id](nnpccl_comm &building, const StopSignal *stop) { return building.connect(id, stop); });
+    return init(comm, env.size, env.rank, config, [id, env](nnpccl_comm &building, const StopSignal *stop) {
+        return explain_join_failure(env, building.connect(id, stop));
+    });
 }
 
 nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {

@@ -1,13 +1,25 @@
 #!/bin/sh
-# Installs the build into a scratch prefix and compiles the C smoke program
-# and the training example against it the way a user would: the installed
-# header, `pkg-config --cflags --libs nnpccl`, and the installed shared
-# library at run time.
+# Compiles the C smoke program against the build tree through its
+# uninstalled pkg-config file, then installs the build into a scratch prefix
+# and compiles the smoke program and the training example against it the
+# way a user would: the installed header, `pkg-config --cflags --libs
+# nnpccl`, and the installed shared library at run time.
 set -eu
 build_dir=$1
 source_dir=$2
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# First the build tree, as a program built against it without installing
+# would take it: pkg-config prefers nnpccl-uninstalled.pc, whose flags must
+# name include/ and the directory where libnnpccl.so is built.
+uninstalled() { PKG_CONFIG_PATH="$build_dir/meson-uninstalled" PKG_CONFIG_LIBDIR= pkg-config "$@" nnpccl; }
+built_libdir=$(uninstalled --variable=libdir)
+test -f "$built_libdir/libnnpccl.so"
+test -f "$(uninstalled --variable=includedir)/nnpccl.h"
+# shellcheck disable=SC2046
+cc -std=c99 -Wall -Wextra -Werror -pedantic "$source_dir/tests/c_api/allreduce_smoke.c" -o "$scratch/smoke-uninstalled" \
+    $(uninstalled --cflags --libs)
+LD_LIBRARY_PATH="$built_libdir" "$scratch/smoke-uninstalled"
 meson install -C "$build_dir" --destdir "$scratch" --quiet >/dev/null
 prefix=$(meson introspect "$build_dir" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
 libdir=$(meson introspect "$build_dir" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="libdir"][0])')

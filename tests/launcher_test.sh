@@ -4,8 +4,8 @@
 # the data over nnpccl's own transports: ccl-bench does not link MPI, it
 # reads each launcher's environment through nnpccl_comm_init_from_env), and
 # torchrun-style environments set by a script, meeting at
-# MASTER_ADDR:MASTER_PORT or, all ranks being on this host, through the
-# rendezvous file.
+# MASTER_ADDR:MASTER_PORT + 100 (as under torchrun, whose store holds
+# MASTER_PORT) or, all ranks being on this host, through the rendezvous file.
 #
 # With both MPIs installed, Debian's alternatives decide which one `mpirun`
 # and `mpiexec` are, so each is called by its own name. A missing launcher
@@ -96,14 +96,68 @@ run_torchrun_style() { # $1: label, then env assignments shared by all ranks
     check_table "$label" "$out/t.0" 3 5
 }
 run_torchrun_style "torchrun-style env at MASTER_ADDR:MASTER_PORT" MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29000 + $$ % 1000))
-run_torchrun_style "torchrun-style env, one host, no address" LOCAL_WORLD_SIZE=3
+run_torchrun_style "torchrun-style env, one host, no address" LOCAL_WORLD_SIZE=3 TORCHELASTIC_RUN_ID=launcher-test-$$
+
+# Under torchrun, torch's store listens at MASTER_PORT while the workers
+# init: rank 0 hosts nnpccl's root at MASTER_PORT + 100 instead. A process
+# here holds MASTER_PORT (taking connections and never answering, as a
+# store would a stranger), and the job runs; holding MASTER_PORT + 100 too,
+# rank 0 fails at once naming the port and its rule, and the other ranks'
+# error says where rank 0 was to listen and what to set.
+hold_ports() { # $@: ports on 127.0.0.1; prints the holder's pid once it listens
+    /usr/bin/python3 -c '
+import select, socket, sys, time
+listeners = []
+for port in sys.argv[1:]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", int(port)))
+    s.listen(16)
+    listeners.append(s)
+print("listening", flush=True)
+held, end = [], time.time() + 120
+while time.time() < end:
+    for s in select.select(listeners, [], [], 0.5)[0]:
+        held.append(s.accept()[0])
+' "$@" >"$out/holder" 2>&1 &
+    holder=$!
+    for _ in $(seq 100); do grep -q listening "$out/holder" && break; sleep 0.1; done
+    grep -q listening "$out/holder" || { echo "FAILED: could not hold ports $*:"; cat "$out/holder"; failed=1; }
+}
+master_port=$((20000 + $$ % 5000))
+hold_ports "$master_port"
+run_torchrun_style "torchrun-style env while another process holds MASTER_PORT" MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$master_port
+kill "$holder"; wait "$holder" 2>/dev/null
+hold_ports "$master_port" $((master_port + 100))
+start=$(date +%s)
+held_failed=$failed
+pids=""
+for rank in 0 1; do
+    RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$master_port NNPCCL_TIMEOUT=5 \
+        "$bench" broadcast -b 8 -e 8 >"$out/p.$rank" 2>&1 &
+    pids="$pids $!"
+done
+for pid in $pids; do
+    if wait "$pid"; then echo "FAILED: a rank ran with its root's port held by another process"; failed=1; fi
+done
+kill "$holder"; wait "$holder" 2>/dev/null
+elapsed=$(($(date +%s) - start))
+grep -q "rank 0 cannot host the rendezvous root at port $((master_port + 100)) (from MASTER_ADDR=127.0.0.1 and MASTER_PORT=$master_port + 100.*Address already in use; another program holds that port: choose a free one with NNPCCL_ROOT" "$out/p.0" || {
+    echo "FAILED: rank 0 did not say that it could not bind MASTER_PORT + 100:"; cat "$out/p.0"; failed=1
+}
+grep -q "rank 0 was to host the rendezvous root at 127.0.0.1:$((master_port + 100)) (from MASTER_ADDR=127.0.0.1 and MASTER_PORT=$master_port + 100.*if rank 0 could not bind that port" "$out/p.1" || {
+    echo "FAILED: rank 1 did not say where rank 0 was to host the root:"; cat "$out/p.1"; failed=1
+}
+[ "$elapsed" -le 30 ] || { echo "FAILED: the ranks took ${elapsed} s to fail with NNPCCL_TIMEOUT=5"; failed=1; }
+[ "$failed" = "$held_failed" ] && echo "ok: a held MASTER_PORT + 100 fails both ranks by name in ${elapsed} s"
 
 # Ranks that each start through a wrapper of their own (timeout forks) have
 # different parents, so the file rendezvous cannot join them: each fails at
 # its deadline, saying how to give an address instead.
 pids=""
 for rank in 0 1 2; do
-    RANK=$rank WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 NNPCCL_TIMEOUT=3 timeout 60 "$bench" broadcast -b 8 -e 8 \
+    RANK=$rank WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 TORCHELASTIC_RUN_ID=wrapped-$$ NNPCCL_TIMEOUT=3 timeout 60 \
+        "$bench" broadcast -b 8 -e 8 \
         >"$out/w.$rank" 2>&1 &
     pids="$pids $!"
 done

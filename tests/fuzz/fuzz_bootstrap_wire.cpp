@@ -1,5 +1,5 @@
 // libFuzzer target: every decoder of bytes that arrive at the bootstrap from
-// the network (and the welcome's check), and the unique-id decoder. The first byte picks the decoder,
+// the network (and the welcome's and the answer's checks), and the unique-id decoder. The first byte picks the decoder,
 // the rest is its input. An accepted message, encoded again, gives back the
 // same bytes: the decoders accept only what the encoders write.
 #include <cstdint>
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     const uint8_t which = data[0];
     const std::string payload(reinterpret_cast<const char *>(data + 1), size - 1);
-    switch (which % 6) {
+    switch (which % 8) { // the low 3 bits pick the decoder (7: none), the rest a gather's rank count
     case 0: {
         FrameHeader header{};
         std::memcpy(&header, payload.data(), std::min(payload.size(), sizeof header));
@@ -62,8 +62,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         hello.nranks = 2;
         std::memcpy(hello.nonce, payload.data(), std::min(payload.size(), sizeof hello.nonce));
         const std::string welcome = payload.size() > sizeof hello.nonce ? payload.substr(sizeof hello.nonce) : "";
-        if (welcome_is_genuine(secret, hello, welcome) &&
-            encode_welcome(secret, hello) != encode_frame(FrameType::Welcome, welcome.data(), welcome.size()))
+        Nonce challenge{};
+        if (welcome_is_genuine(secret, hello, welcome, &challenge) &&
+            encode_welcome(secret, hello, challenge) !=
+                encode_frame(FrameType::Welcome, welcome.data(), welcome.size()))
+            std::abort();
+        break;
+    }
+    case 6: { // an answer is genuine only if it is the one the rank would write for this challenge
+        JobSecret secret{};
+        Hello hello{};
+        hello.nranks = 2;
+        Nonce challenge{};
+        std::memcpy(challenge.data(), payload.data(), std::min(payload.size(), challenge.size()));
+        const std::string answer = payload.size() > challenge.size() ? payload.substr(challenge.size()) : "";
+        if (answer_is_genuine(secret, hello, challenge, answer) &&
+            encode_answer(secret, hello, challenge) != encode_frame(FrameType::Answer, answer.data(), answer.size()))
             std::abort();
         break;
     }

@@ -911,7 +911,7 @@ TEST_CASE("a rank trusts nothing from a root that cannot prove the job secret", 
         REQUIRE(nnpccl::random_secret(&theirs).is_ok());
         nnpccl::Hello their_hello;
         REQUIRE(nnpccl::make_hello(theirs, 1, 2, 60000, &their_hello).is_ok());
-        auto [rc, message] = init_against_impostor(nnpccl::encode_welcome(theirs, their_hello));
+        auto [rc, message] = init_against_impostor(nnpccl::encode_welcome(theirs, their_hello, nnpccl::Nonce{}));
         CHECK(rc == NNPCCL_ERR_INVALID_USAGE);
         CHECK_THAT(message, Catch::Contains("that answered as the bootstrap root does not hold the job's secret: it "
                                             "is another job's root or an impostor"));

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -114,8 +115,26 @@ TEST_CASE("launcher environments give rank, size and root", "[config]") {
         REQUIRE(read_launch_env(&env).is_ok());
         CHECK(env.rank == 2);
         CHECK(env.size == 4);
-        CHECK(env.root == "127.0.0.1:29500");
+        // torchrun's store holds MASTER_PORT: the root is kMasterPortOffset above it.
+        CHECK(env.root == "127.0.0.1:29600");
+        CHECK_THAT(env.root_from, Catch::Contains("MASTER_PORT=29500 + 100"));
         CHECK(env.launcher == "torchrun");
+        SECTION("below it where above would pass the last port") {
+            ScopedEnv high("MASTER_PORT", "65500");
+            REQUIRE(read_launch_env(&env).is_ok());
+            CHECK(env.root == "127.0.0.1:65400");
+        }
+        SECTION("NNPCCL_ROOT still names the root itself") {
+            ScopedEnv root("NNPCCL_ROOT", "127.0.0.1:29500");
+            REQUIRE(read_launch_env(&env).is_ok());
+            CHECK(env.root == "127.0.0.1:29500");
+        }
+        SECTION("a MASTER_PORT that is not a port is named") {
+            ScopedEnv bad("MASTER_PORT", "29500x");
+            Status st = read_launch_env(&env);
+            CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+            CHECK_THAT(st.message(), Catch::Contains("MASTER_PORT=29500x"));
+        }
     }
     SECTION("a Kubernetes Indexed Job: the completion index is the rank") {
         ScopedEnv i("JOB_COMPLETION_INDEX", "2"), w("WORLD_SIZE", "4"), root("NNPCCL_ROOT", "train-0.train:29500");
@@ -238,13 +257,31 @@ TEST_CASE("the root and the ranks prove the job secret to each other without sen
     std::string wire = std::string(reinterpret_cast<const char *>(&hello), sizeof hello);
     CHECK(wire.find(std::string(reinterpret_cast<const char *>(secret.data()), 8)) == std::string::npos);
 
-    std::string welcome = encode_welcome(secret, hello).substr(kFrameHeaderBytes);
-    CHECK(welcome_is_genuine(secret, hello, welcome));
-    CHECK_FALSE(welcome_is_genuine(other, hello, welcome));
-    CHECK_FALSE(welcome_is_genuine(secret, again, welcome)); // not replayable to another hello
+    Nonce challenge, other_challenge, taken{};
+    REQUIRE(random_bytes(challenge.data(), challenge.size()).is_ok());
+    REQUIRE(random_bytes(other_challenge.data(), other_challenge.size()).is_ok());
+    std::string welcome = encode_welcome(secret, hello, challenge).substr(kFrameHeaderBytes);
+    CHECK(welcome_is_genuine(secret, hello, welcome, &taken));
+    CHECK(taken == challenge); // the rank learns the challenge it must answer
+    CHECK_FALSE(welcome_is_genuine(other, hello, welcome, &taken));
+    CHECK_FALSE(welcome_is_genuine(secret, again, welcome, &taken)); // not replayable to another hello
+    std::string tampered = welcome;
+    tampered[sizeof(uint64_t)] ^= 1; // the challenge is covered by the root's proof
+    CHECK_FALSE(welcome_is_genuine(secret, hello, tampered, &taken));
     // The hello's own proof is not a welcome: the labels differ.
-    CHECK_FALSE(welcome_is_genuine(secret, hello, std::string(reinterpret_cast<const char *>(&hello.proof), 8)));
-    CHECK_FALSE(welcome_is_genuine(secret, hello, welcome.substr(1)));
+    CHECK_FALSE(
+        welcome_is_genuine(secret, hello, std::string(reinterpret_cast<const char *>(&hello.proof), 8), &taken));
+    CHECK_FALSE(welcome_is_genuine(secret, hello, welcome.substr(1), &taken));
+
+    // The answer admits the rank: it is bound to this connection's challenge,
+    // so a hello and answer recorded from one connection fail on another.
+    std::string answer = encode_answer(secret, hello, challenge).substr(kFrameHeaderBytes);
+    CHECK(answer_is_genuine(secret, hello, challenge, answer));
+    CHECK_FALSE(answer_is_genuine(secret, hello, other_challenge, answer));
+    CHECK_FALSE(answer_is_genuine(other, hello, challenge, answer));
+    CHECK_FALSE(answer_is_genuine(secret, again, challenge, answer));
+    CHECK_FALSE(answer_is_genuine(secret, hello, challenge, welcome.substr(0, 8))); // a welcome is no answer
+    CHECK_FALSE(answer_is_genuine(secret, hello, challenge, answer.substr(1)));
 }
 
 TEST_CASE("bootstrap messages are bounds-checked", "[bootstrap]") {
@@ -363,27 +400,174 @@ TEST_CASE("NNPCCL_SOCKET_IFNAME names interfaces by prefix, exclusion or exact n
     CHECK_FALSE(interface_matches("", "eth0"));
 }
 
+namespace {
+
+// A rendezvous in a directory of the test's own, as read_launch_env would key it.
+struct TestRendezvous {
+    char dir[40] = "/tmp/nnpccl-test-rendezvous-XXXXXX";
+    LaunchEnv rank0, rank1;
+    TestRendezvous() {
+        REQUIRE(mkdtemp(dir) != nullptr);
+        rank0.rank = 0;
+        rank0.size = 2;
+        rank0.rendezvous_file = std::string(dir) + "/job.id";
+        rank0.rendezvous_key = 0x5eed;
+        rank0.rendezvous_keyed_by = "the test";
+        rank1 = rank0;
+        rank1.rank = 1;
+    }
+    ~TestRendezvous() {
+        unlink(rank0.rendezvous_file.c_str());
+        unlink((rank0.rendezvous_file + ".rank1").c_str());
+        rmdir(dir);
+    }
+};
+
+// Runs `body` in a child that then waits until killed; returns its pid once `body` has run.
+template <typename Body> pid_t hold_in_child(Body body) {
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        const char ok = body() ? '1' : '0';
+        (void)!write(ready[1], &ok, 1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    REQUIRE(read(ready[0], &ok, 1) == 1);
+    close(ready[0]);
+    close(ready[1]);
+    REQUIRE(ok == '1');
+    return child;
+}
+
+void end_child(pid_t child) {
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+}
+
+} // namespace
+
 TEST_CASE("a rendezvous file left by a rank 0 that has ended is not taken for this job's", "[config][launcher]") {
-    char dir[] = "/tmp/nnpccl-test-rendezvous-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    const std::string path = std::string(dir) + "/job.id";
+    TestRendezvous job;
     nnpccl_unique_id_t dead{}, live{};
     std::memset(dead.internal, 0xd1, sizeof dead.internal);
     std::memset(live.internal, 0x1e, sizeof live.internal);
     // Written by a process that then exits, as a rank 0 killed during init leaves it.
     const pid_t writer = fork();
-    if (writer == 0) _exit(publish_unique_id(path, dead).is_ok() ? 0 : 1);
+    if (writer == 0) _exit(publish_unique_id(job.rank0, dead).is_ok() ? 0 : 1);
     int status = 0;
     REQUIRE(waitpid(writer, &status, 0) == writer);
     REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
     nnpccl_unique_id_t got{};
-    Status st = read_unique_id(path, Deadline::after_seconds(0.3), &got);
+    Status st = read_unique_id(job.rank1, Deadline::after_seconds(0.3), &got);
     CHECK(st.code() == NNPCCL_ERR_TIMEOUT);
     CHECK_THAT(st.message(), Catch::Contains("left by pid " + std::to_string(writer)));
     // This job's rank 0 replaces it: that one is taken.
-    REQUIRE(publish_unique_id(path, live).is_ok());
-    REQUIRE(read_unique_id(path, Deadline::after_seconds(5), &got).is_ok());
+    REQUIRE(publish_unique_id(job.rank0, live).is_ok());
+    REQUIRE(read_unique_id(job.rank1, Deadline::after_seconds(5), &got).is_ok());
     CHECK(std::memcmp(&got, &live, sizeof got) == 0);
-    unlink(path.c_str());
-    rmdir(dir);
+    // A file of the same name with another job's key is not this job's.
+    LaunchEnv stranger = job.rank1;
+    stranger.rendezvous_key ^= 1;
+    CHECK(read_unique_id(stranger, Deadline::after_seconds(0.2), &got).code() == NNPCCL_ERR_TIMEOUT);
+    leave_rendezvous(job.rank0);
+    CHECK(access(job.rank0.rendezvous_file.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("two jobs that key the same rendezvous fail at once rather than join each other", "[config][launcher]") {
+    TestRendezvous job;
+    nnpccl_unique_id_t id{};
+    SECTION("a second rank 0") {
+        const pid_t other = hold_in_child([&] { return publish_unique_id(job.rank0, id).is_ok(); });
+        Status st = publish_unique_id(job.rank0, id);
+        end_child(other);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_USAGE);
+        CHECK_THAT(st.message(), Catch::Contains("rank 0's place at the one-host rendezvous"));
+        CHECK_THAT(st.message(), Catch::Contains("(pid " + std::to_string(other) + ") of another job"));
+        CHECK_THAT(st.message(), Catch::Contains("NNPCCL_JOB_SECRET"));
+        // Its holder gone, the place is free again.
+        CHECK(publish_unique_id(job.rank0, id).is_ok());
+    }
+    SECTION("a second rank 1") {
+        const pid_t other = hold_in_child([&] { return claim_rendezvous_place(job.rank1).is_ok(); });
+        Status st = claim_rendezvous_place(job.rank1);
+        // Leaving removes only this process's own place, never the holder's.
+        leave_rendezvous(job.rank1);
+        CHECK(access((job.rank0.rendezvous_file + ".rank1").c_str(), F_OK) == 0);
+        end_child(other);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_USAGE);
+        CHECK_THAT(st.message(), Catch::Contains("rank 1's place"));
+        REQUIRE(claim_rendezvous_place(job.rank1).is_ok());
+        leave_rendezvous(job.rank1);
+        CHECK(access((job.rank0.rendezvous_file + ".rank1").c_str(), F_OK) != 0);
+    }
+}
+
+TEST_CASE("the one-host rendezvous is keyed by what a job's ranks share and another job's do not",
+          "[config][launcher]") {
+    ScopedEnv r("RANK", "0"), w("WORLD_SIZE", "2"), l("LOCAL_WORLD_SIZE", "2");
+    unsetenv("MASTER_ADDR");
+    LaunchEnv plain;
+    // Nothing but the parent process: a sibling job started alike could not be told apart.
+    Status st = read_launch_env(&plain);
+    CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(st.message(), Catch::Contains("nothing tells this job from another that process starts alike"));
+    CHECK_THAT(st.message(), Catch::Contains("NNPCCL_JOB_SECRET"));
+    ScopedEnv run("TORCHELASTIC_RUN_ID", "base");
+    REQUIRE(read_launch_env(&plain).is_ok());
+    REQUIRE_THAT(plain.rendezvous_file, Catch::StartsWith("/tmp/nnpccl-"));
+    auto file_with = [](const char *var, const char *value) {
+        ScopedEnv e(var, value);
+        LaunchEnv env;
+        REQUIRE(read_launch_env(&env).is_ok());
+        return env.rendezvous_file;
+    };
+    const std::string secret_a = file_with("NNPCCL_JOB_SECRET", "000102030405060708090a0b0c0d0e0f");
+    CHECK(secret_a != plain.rendezvous_file);
+    CHECK(secret_a != file_with("NNPCCL_JOB_SECRET", "000102030405060708090a0b0c0d0e0e"));
+    CHECK(secret_a == file_with("NNPCCL_JOB_SECRET", "000102030405060708090A0B0C0D0E0F"));
+    CHECK(file_with("TORCHELASTIC_RUN_ID", "a") != file_with("TORCHELASTIC_RUN_ID", "b"));
+    CHECK(file_with("SLURM_STEP_ID", "0") != file_with("SLURM_STEP_ID", "1"));
+    CHECK(file_with("TORCHELASTIC_RUN_ID", "base") == plain.rendezvous_file);
+    CHECK(file_with("MASTER_PORT", "29500") != file_with("MASTER_PORT", "29501"));
+    // A job of another size has another rendezvous.
+    ScopedEnv w3("WORLD_SIZE", "3"), l3("LOCAL_WORLD_SIZE", "3"), same_run("TORCHELASTIC_RUN_ID", "base");
+    LaunchEnv bigger;
+    REQUIRE(read_launch_env(&bigger).is_ok());
+    CHECK(bigger.rendezvous_file != plain.rendezvous_file);
+    // The name does not show the secret.
+    CHECK(secret_a.find("000102") == std::string::npos);
+}
+
+TEST_CASE("NNPCCL_JOB_SECRET is exactly 32 hex digits", "[config][launcher]") {
+    JobSecret secret{};
+    REQUIRE(parse_job_secret("00112233445566778899aabbccddEEFF", &secret).is_ok());
+    CHECK(secret[0] == 0x00);
+    CHECK(secret[1] == 0x11);
+    CHECK(secret[15] == 0xff);
+    std::string plus, space;
+    for (int i = 0; i < 16; ++i) {
+        plus += "+f";
+        space += " f";
+    }
+    for (const std::string &bad : {plus, space, std::string(31, 'a'), std::string(33, 'a'), std::string(32, 'g'),
+                                   std::string("0x") + std::string(30, 'a'), std::string(31, 'a') + "-"}) {
+        INFO(bad);
+        Status st = parse_job_secret(bad, &secret);
+        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(st.message(), Catch::StartsWith("NNPCCL_JOB_SECRET must be exactly 32 hex digits"));
+    }
+    // Refused by init from the environment whichever way the ranks meet.
+    ScopedEnv r("RANK", "0"), w("WORLD_SIZE", "2"), s("NNPCCL_JOB_SECRET", plus.c_str());
+    LaunchEnv env;
+    {
+        ScopedEnv root("NNPCCL_ROOT", "127.0.0.1:4000");
+        CHECK_THAT(read_launch_env(&env).message(), Catch::Contains("NNPCCL_JOB_SECRET"));
+    }
+    ScopedEnv l("LOCAL_WORLD_SIZE", "2");
+    unsetenv("MASTER_ADDR");
+    CHECK_THAT(read_launch_env(&env).message(), Catch::Contains("NNPCCL_JOB_SECRET"));
 }
