@@ -43,6 +43,8 @@ class RecordingResult(unittest.TextTestResult):
 
     def _record(self, test, status, detail=""):
         name = test.id().split(".")[-1]
+        # A C++ exception's frames would crowd out its message.
+        detail = "\n".join(line for line in detail.splitlines() if not line.lstrip().startswith("frame #"))
         self.outcomes[name] = {"status": status, "seconds": round(time.monotonic() - self._started, 1),
                                "detail": detail[-4000:]}
 

@@ -68,3 +68,10 @@ def test_each_collective_records_a_profiler_span():
               "nnpccl:scatter", "nnpccl:reduce_scatter", "nnpccl:all_to_all", "nnpccl:barrier"}
     assert common | {"nnpccl:send"} <= set(results[0]), results[0]
     assert common | {"nnpccl:recv"} <= set(results[1]), results[1]
+
+
+def test_monitored_barrier_names_the_missing_rank_and_leaves_the_group_usable():
+    results = harness.run_ranks(workers_framework.monitored, 2, timeout=60)
+    error, total = results[0]
+    assert error is not None and "Rank 1 failed to pass monitoredBarrier" in error, error
+    assert all(r[1] == [2.0, 2.0] for r in results), results

@@ -183,3 +183,24 @@ def profiled(rank, world):
     names = sorted({e.name for e in prof.function_events if e.name.startswith("nnpccl:") and e.is_async})
     dist.destroy_process_group()
     return names
+
+
+def monitored(rank, world):
+    """The process group's monitored_barrier (torch's dist.monitored_barrier
+    refuses every backend not named gloo): it passes when every rank comes,
+    names the rank that does not, and leaves the group usable."""
+    import datetime
+
+    init(rank, world)
+    pg = dist.distributed_c10d._get_default_group()
+    pg.monitored_barrier(datetime.timedelta(seconds=20))
+    error = None
+    if rank == 0:
+        try:
+            pg.monitored_barrier(datetime.timedelta(seconds=0.5))
+        except RuntimeError as e:
+            error = str(e)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    return error, t.tolist()
