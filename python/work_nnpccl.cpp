@@ -103,6 +103,10 @@ std::string Progress::errorMessage(nnpccl_result_t result) {
         detail = nnpccl_get_last_error(nullptr);
     std::string msg = std::string("nnpccl error on rank ") + std::to_string(rank) + " (" +
                       nnpccl_get_error_string(result) + ")";
+    // The words torch's own tests and users' scripts look for in a
+    // backend's timeout (Gloo's "Timed out waiting ...").
+    if (result == NNPCCL_ERR_TIMEOUT)
+        msg += ": Timed out waiting for peers";
     return detail.empty() ? msg : msg + ": " + detail;
 }
 
