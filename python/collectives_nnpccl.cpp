@@ -19,8 +19,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::broadcast(std::vector<at::T
     auto work = makeWork(::c10d::OpType::BROADCAST, "nnpccl:broadcast", tensors, tensors);
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
-        post(*work, nnpccl_ibroadcast(t.data_ptr(), t.data_ptr(), count(t), dtype,
-                                      static_cast<int>(opts.rootRank), comm_, &req),
+        post(*work,
+             nnpccl_ibroadcast(t.data_ptr(), t.data_ptr(), count(t), dtype, static_cast<int>(opts.rootRank), comm_,
+                               &req),
              req);
     });
 }
@@ -28,8 +29,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::broadcast(std::vector<at::T
 c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::allreduce(std::vector<at::Tensor> &tensors,
                                                                const ::c10d::AllreduceOptions &opts) {
     const at::Tensor &t = single(tensors, "allreduce");
-    if (t.defined() && t.is_sparse())
-        return sparseAllreduce(tensors[0], opts);
+    if (t.defined() && t.is_sparse()) return sparseAllreduce(tensors[0], opts);
     nnpccl_datatype_t dtype = checkTensor(t, "the allreduce tensor");
     nnpccl_redop_t op = toNnpccl(opts.reduceOp);
     auto work = makeWork(::c10d::OpType::ALLREDUCE, "nnpccl:all_reduce", tensors, tensors);
@@ -56,8 +56,7 @@ ProcessGroupNnpccl::allreduce_coalesced(std::vector<at::Tensor> &tensors,
     work->copyOut = [flat, tensors] { unflatten(flat, tensors); };
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
-        post(*work, nnpccl_iallreduce(flat.data_ptr(), flat.data_ptr(), count(flat), dtype, op, comm_, &req),
-             req);
+        post(*work, nnpccl_iallreduce(flat.data_ptr(), flat.data_ptr(), count(flat), dtype, op, comm_, &req), req);
     });
 }
 
@@ -70,8 +69,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::reduce(std::vector<at::Tens
     auto work = makeWork(::c10d::OpType::REDUCE, "nnpccl:reduce", tensors, tensors);
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
-        post(*work, nnpccl_ireduce(t.data_ptr(), t.data_ptr(), count(t), dtype, op,
-                                   static_cast<int>(opts.rootRank), comm_, &req),
+        post(*work,
+             nnpccl_ireduce(t.data_ptr(), t.data_ptr(), count(t), dtype, op, static_cast<int>(opts.rootRank), comm_,
+                            &req),
              req);
     });
 }
@@ -100,14 +100,13 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::_allgather_base(at::Tensor 
     nnpccl_datatype_t dtype = checkTensor(input, "the allgather input");
     checkTensor(output, "the allgather output");
     checkSameKind(output, input, "the allgather output");
-    TORCH_CHECK(output.numel() == input.numel() * size_, "nnpccl backend: the allgather output has ",
-                output.numel(), " elements, expected ", size_, " x ", input.numel());
+    TORCH_CHECK(output.numel() == input.numel() * size_, "nnpccl backend: the allgather output has ", output.numel(),
+                " elements, expected ", size_, " x ", input.numel());
     auto work = makeWork(::c10d::OpType::_ALLGATHER_BASE, "nnpccl:_all_gather_base", {output}, {input});
     work->keepAlive = {input};
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
-        post(*work, nnpccl_iallgather(input.data_ptr(), output.data_ptr(), count(input), dtype, comm_, &req),
-             req);
+        post(*work, nnpccl_iallgather(input.data_ptr(), output.data_ptr(), count(input), dtype, comm_, &req), req);
     });
 }
 
@@ -120,14 +119,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::gather(std::vector<std::vec
     std::vector<at::Tensor> list;
     at::Tensor flat;
     if (rank_ == root) {
-        TORCH_CHECK(outputs.size() == 1, "nnpccl backend: gather's root takes one output list, got ",
-                    outputs.size());
+        TORCH_CHECK(outputs.size() == 1, "nnpccl backend: gather's root takes one output list, got ", outputs.size());
         list = outputs[0];
         checkList(list, static_cast<size_t>(size_), in, in.numel(), "the gather output list");
         flat = at::empty({in.numel() * size_}, in.options());
     } else {
-        TORCH_CHECK(outputs.empty(), "nnpccl backend: gather takes no output list off the root (rank ",
-                    root, ")");
+        TORCH_CHECK(outputs.empty(), "nnpccl backend: gather takes no output list off the root (rank ", root, ")");
     }
     auto work = makeWork(::c10d::OpType::GATHER, "nnpccl:gather", list, inputs);
     work->keepAlive = {in};
@@ -138,8 +135,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::gather(std::vector<std::vec
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
         post(*work,
-             nnpccl_igather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, count(in), dtype, root,
-                            comm_, &req),
+             nnpccl_igather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, count(in), dtype, root, comm_,
+                            &req),
              req);
     });
 }
@@ -152,29 +149,27 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::scatter(std::vector<at::Ten
     int root = static_cast<int>(opts.rootRank);
     at::Tensor flat;
     if (rank_ == root) {
-        TORCH_CHECK(inputs.size() == 1, "nnpccl backend: scatter's root takes one input list, got ",
-                    inputs.size());
+        TORCH_CHECK(inputs.size() == 1, "nnpccl backend: scatter's root takes one input list, got ", inputs.size());
         checkList(inputs[0], static_cast<size_t>(size_), out, out.numel(), "the scatter input list");
         flat = flatten(inputs[0]);
     } else {
-        TORCH_CHECK(inputs.empty(), "nnpccl backend: scatter takes no input list off the root (rank ", root,
-                    ")");
+        TORCH_CHECK(inputs.empty(), "nnpccl backend: scatter takes no input list off the root (rank ", root, ")");
     }
-    auto work = makeWork(::c10d::OpType::SCATTER, "nnpccl:scatter", outputs, inputs.empty() ? std::vector<at::Tensor>{} : inputs[0]);
-    if (flat.defined())
-        work->keepAlive = {flat};
+    auto work = makeWork(::c10d::OpType::SCATTER, "nnpccl:scatter", outputs,
+                         inputs.empty() ? std::vector<at::Tensor>{} : inputs[0]);
+    if (flat.defined()) work->keepAlive = {flat};
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
         post(*work,
-             nnpccl_iscatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), count(out), dtype, root,
-                             comm_, &req),
+             nnpccl_iscatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), count(out), dtype, root, comm_,
+                             &req),
              req);
     });
 }
 
-c10::intrusive_ptr<::c10d::Work>
-ProcessGroupNnpccl::reduce_scatter(std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
-                                   const ::c10d::ReduceScatterOptions &opts) {
+c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::reduce_scatter(std::vector<at::Tensor> &outputs,
+                                                                    std::vector<std::vector<at::Tensor>> &inputs,
+                                                                    const ::c10d::ReduceScatterOptions &opts) {
     const at::Tensor &out = single(outputs, "reduce_scatter");
     nnpccl_datatype_t dtype = checkTensor(out, "the reduce_scatter output");
     nnpccl_redop_t op = toNnpccl(opts.reduceOp);
@@ -186,26 +181,23 @@ ProcessGroupNnpccl::reduce_scatter(std::vector<at::Tensor> &outputs, std::vector
     work->keepAlive = {flat};
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
-        post(*work, nnpccl_ireduce_scatter(flat.data_ptr(), out.data_ptr(), count(out), dtype, op, comm_, &req),
-             req);
+        post(*work, nnpccl_ireduce_scatter(flat.data_ptr(), out.data_ptr(), count(out), dtype, op, comm_, &req), req);
     });
 }
 
-c10::intrusive_ptr<::c10d::Work>
-ProcessGroupNnpccl::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
-                                         const ::c10d::ReduceScatterOptions &opts) {
+c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                                                          const ::c10d::ReduceScatterOptions &opts) {
     nnpccl_datatype_t dtype = checkTensor(input, "the reduce_scatter input");
     checkTensor(output, "the reduce_scatter output");
     checkSameKind(output, input, "the reduce_scatter output");
     nnpccl_redop_t op = toNnpccl(opts.reduceOp);
-    TORCH_CHECK(input.numel() == output.numel() * size_, "nnpccl backend: the reduce_scatter input has ",
-                input.numel(), " elements, expected ", size_, " x ", output.numel());
+    TORCH_CHECK(input.numel() == output.numel() * size_, "nnpccl backend: the reduce_scatter input has ", input.numel(),
+                " elements, expected ", size_, " x ", output.numel());
     auto work = makeWork(::c10d::OpType::_REDUCE_SCATTER_BASE, "nnpccl:_reduce_scatter_base", {output}, {input});
     work->keepAlive = {input};
     return submit(work, [&] {
         nnpccl_request_t req = nullptr;
-        post(*work,
-             nnpccl_ireduce_scatter(input.data_ptr(), output.data_ptr(), count(output), dtype, op, comm_, &req),
+        post(*work, nnpccl_ireduce_scatter(input.data_ptr(), output.data_ptr(), count(output), dtype, op, comm_, &req),
              req);
     });
 }
@@ -261,8 +253,7 @@ at::Tensor sparseMetadata(const at::Tensor &t) {
     m[0] = t._nnz();
     m[1] = t.sparse_dim();
     m[2] = t.dense_dim();
-    for (int64_t d = 0; d < t.dim(); ++d)
-        m[kSparseMetaFixed + d] = t.size(d);
+    for (int64_t d = 0; d < t.dim(); ++d) m[kSparseMetaFixed + d] = t.size(d);
     return meta;
 }
 
@@ -290,8 +281,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::sparseAllreduce(at::Tensor 
         std::lock_guard<std::mutex> lock(progress_->issueMutex);
         check(nnpccl_allgather(meta.data_ptr(), metas.data_ptr(), count(meta), NNPCCL_INT64, comm_));
         for (int r = 0; r < size_; ++r)
-            TORCH_CHECK(metas[r].slice(0, 1).equal(meta.slice(0, 1)), "nnpccl backend: sparse all_reduce: rank ",
-                        r, "'s tensor differs from this rank's in shape or sparse/dense dimensions");
+            TORCH_CHECK(metas[r].slice(0, 1).equal(meta.slice(0, 1)), "nnpccl backend: sparse all_reduce: rank ", r,
+                        "'s tensor differs from this rank's in shape or sparse/dense dimensions");
         int64_t maxNnz = metas.select(1, 0).max().item<int64_t>();
         at::Tensor paddedIdx = at::zeros({indices.size(0), maxNnz}, indices.options());
         paddedIdx.narrow(1, 0, indices.size(1)).copy_(indices);

@@ -29,15 +29,13 @@
 namespace nnpccl_torch {
 
 void ProcessGroupNnpccl::postAlltoallP2P(WorkNnpccl &work, const std::vector<const char *> &sendPtrs,
-                                         const std::vector<char *> &recvPtrs,
-                                         const std::vector<size_t> &sendCounts,
+                                         const std::vector<char *> &recvPtrs, const std::vector<size_t> &sendCounts,
                                          const std::vector<size_t> &recvCounts, nnpccl_datatype_t dtype) {
     // Every rank posts all its sends and receives before waiting: nnpccl
     // progresses pending sends and receives together, so no order of peers
     // can deadlock.
     for (int peer = 0; peer < size_; ++peer) {
-        if (peer == rank_)
-            continue;
+        if (peer == rank_) continue;
         nnpccl_request_t req = nullptr;
         post(work, nnpccl_isend(sendPtrs[peer], sendCounts[peer], dtype, peer, comm_, &req), req);
         post(work, nnpccl_irecv(recvPtrs[peer], recvCounts[peer], dtype, peer, comm_, &req), req);
@@ -193,8 +191,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::send(std::vector<at::Tensor
     work->keepAlive = {h};
     return submit(work, [&] {
         uint64_t seq = sentTo_[static_cast<size_t>(dstRank)];
-        if (notices_)
-            store_->set(noticeKey(rank_, dstRank, seq), encodeTag(tag));
+        if (notices_) store_->set(noticeKey(rank_, dstRank, seq), encodeTag(tag));
         nnpccl_request_t req = nullptr;
         post(*work, nnpccl_isend(h.data_ptr(), 2, NNPCCL_INT64, dstRank, comm_, &req), req);
         post(*work, nnpccl_isend(t.data_ptr(), count(t), dtype, dstRank, comm_, &req), req);
@@ -202,8 +199,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::send(std::vector<at::Tensor
     });
 }
 
-void ProcessGroupNnpccl::postRecv(const c10::intrusive_ptr<WorkNnpccl> &work, const at::Tensor &t, int src,
-                                  int tag) {
+void ProcessGroupNnpccl::postRecv(const c10::intrusive_ptr<WorkNnpccl> &work, const at::Tensor &t, int src, int tag) {
     nnpccl_datatype_t dtype = toNnpccl(t.scalar_type());
     at::Tensor h = header(-1, -1);
     std::string key = noticeKey(src, rank_, receivedFrom_[static_cast<size_t>(src)]);
@@ -244,11 +240,9 @@ int ProcessGroupNnpccl::findAnySource(int tag) {
     std::chrono::microseconds pause(100);
     for (;;) {
         for (int src = 0; src < size_; ++src) {
-            if (src == rank_)
-                continue;
+            if (src == rank_) continue;
             std::string key = noticeKey(src, rank_, receivedFrom_[static_cast<size_t>(src)]);
-            if (store_->check({key}) && store_->get(key) == encodeTag(tag))
-                return src;
+            if (store_->check({key}) && store_->get(key) == encodeTag(tag)) return src;
         }
         TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "nnpccl backend: no rank sent rank ", rank_,
                     " a message with tag ", tag, " for a receive from any source within the group's timeout (",

@@ -21,8 +21,8 @@ bool sendsLeaveNotices() {
 
 } // namespace
 
-ProcessGroupNnpccl::ProcessGroupNnpccl(const c10::intrusive_ptr<::c10d::Store> &store, int rank,
-                                       int size, std::chrono::milliseconds timeout)
+ProcessGroupNnpccl::ProcessGroupNnpccl(const c10::intrusive_ptr<::c10d::Store> &store, int rank, int size,
+                                       std::chrono::milliseconds timeout)
     : NNPCCL_TORCH_BASE(rank, size), store_(store), timeout_(timeout), notices_(sendsLeaveNotices()),
       sentTo_(static_cast<size_t>(size)), receivedFrom_(static_cast<size_t>(size)) {
     // A group's store prefix comes back when its group name is used again
@@ -70,8 +70,7 @@ c10::intrusive_ptr<WorkNnpccl> ProcessGroupNnpccl::makeWork(::c10d::OpType type,
 }
 
 void ProcessGroupNnpccl::check(nnpccl_result_t result) {
-    if (result != NNPCCL_SUCCESS)
-        throw std::runtime_error(progress_->errorMessage(result));
+    if (result != NNPCCL_SUCCESS) throw std::runtime_error(progress_->errorMessage(result));
 }
 
 void ProcessGroupNnpccl::post(WorkNnpccl &work, nnpccl_result_t result, const nnpccl_request_t &request) {
@@ -90,8 +89,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::submit(const c10::intrusive
             error = std::current_exception();
         }
     }
-    if (error && work->requests.empty())
-        std::rethrow_exception(error);
+    if (error && work->requests.empty()) std::rethrow_exception(error);
     if (error) {
         try {
             std::rethrow_exception(error);
@@ -104,8 +102,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupNnpccl::submit(const c10::intrusive
     if (type != ::c10d::OpType::SEND && type != ::c10d::OpType::RECV && type != ::c10d::OpType::RECVANYSOURCE)
         ++sequence_;
     progress_->enqueue(work);
-    if (error)
-        std::rethrow_exception(error);
+    if (error) std::rethrow_exception(error);
     return work;
 }
 
@@ -141,8 +138,8 @@ void ProcessGroupNnpccl::monitoredBarrier(const ::c10d::BarrierOptions &opts, bo
     std::vector<int> failed;
     std::string timedOut;
     for (int r = 1; r < size_ && (waitAllRanks || failed.empty()); ++r) {
-        auto remaining = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::steady_clock::now() - start);
+        auto remaining =
+            timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
         if (remaining.count() <= 0) {
             timedOut = "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count()) + " ms.";
             break;
@@ -160,8 +157,7 @@ void ProcessGroupNnpccl::monitoredBarrier(const ::c10d::BarrierOptions &opts, bo
         TORCH_CHECK(false, "Rank ", failed[0], " failed to pass monitoredBarrier in ", timeout.count(), " ms");
     if (!failed.empty()) {
         std::string ranks;
-        for (int r : failed)
-            ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+        for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
         TORCH_CHECK(false, "Ranks ", ranks, " failed to pass monitoredBarrier in ", timeout.count(), " ms");
     }
 }

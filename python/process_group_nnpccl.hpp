@@ -96,10 +96,9 @@ class ProcessGroupNnpccl : public NNPCCL_TORCH_BASE {
     void setSequenceNumberForGroup() override;
     uint64_t getSequenceNumberForGroup() override;
 
-  private:
+private:
     c10::intrusive_ptr<WorkNnpccl> makeWork(::c10d::OpType type, const char *profilingTitle,
-                                            std::vector<at::Tensor> outputs,
-                                            const std::vector<at::Tensor> &inputs);
+                                            std::vector<at::Tensor> outputs, const std::vector<at::Tensor> &inputs);
     // Issues a call's nnpccl operations (body) under the issue mutex, then
     // hands the Work to the completion thread.
     c10::intrusive_ptr<::c10d::Work> submit(const c10::intrusive_ptr<WorkNnpccl> &work,

@@ -72,8 +72,7 @@ nnpccl_datatype_t checkTensor(const at::Tensor &t, const char *what) {
     TORCH_CHECK(t.layout() == at::kStrided, "nnpccl backend: ", what,
                 " is not a dense (strided) tensor; sparse tensors are not supported");
     nnpccl_datatype_t dtype = toNnpccl(t.scalar_type());
-    TORCH_CHECK(t.is_contiguous(), "nnpccl backend: ", what,
-                " is not contiguous; pass tensor.contiguous()");
+    TORCH_CHECK(t.is_contiguous(), "nnpccl backend: ", what, " is not contiguous; pass tensor.contiguous()");
     return dtype;
 }
 
@@ -89,15 +88,15 @@ void checkSameKind(const at::Tensor &t, const at::Tensor &ref, const char *what)
 }
 
 // A list of per-rank tensors, each numel elements of ref's dtype.
-void checkList(const std::vector<at::Tensor> &list, size_t expected, const at::Tensor &ref,
-               int64_t numel, const char *what) {
+void checkList(const std::vector<at::Tensor> &list, size_t expected, const at::Tensor &ref, int64_t numel,
+               const char *what) {
     TORCH_CHECK(list.size() == expected, "nnpccl backend: ", what, " must hold ", expected,
                 " tensors (one per rank), got ", list.size());
     for (const at::Tensor &t : list) {
         checkTensor(t, what);
         checkSameKind(t, ref, what);
-        TORCH_CHECK(t.numel() == numel, "nnpccl backend: every tensor of ", what, " must have ",
-                    numel, " elements like the input, one has ", t.numel());
+        TORCH_CHECK(t.numel() == numel, "nnpccl backend: every tensor of ", what, " must have ", numel,
+                    " elements like the input, one has ", t.numel());
     }
 }
 
@@ -105,8 +104,7 @@ void checkList(const std::vector<at::Tensor> &list, size_t expected, const at::T
 at::Tensor flatten(const std::vector<at::Tensor> &list) {
     std::vector<at::Tensor> flat;
     flat.reserve(list.size());
-    for (const at::Tensor &t : list)
-        flat.push_back(t.reshape({-1}));
+    for (const at::Tensor &t : list) flat.push_back(t.reshape({-1}));
     return at::cat(flat);
 }
 

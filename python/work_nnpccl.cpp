@@ -24,8 +24,7 @@ int WorkNnpccl::sourceRank() const {
 
 void WorkNnpccl::complete() {
     std::exception_ptr error;
-    if (!failure.empty())
-        error = std::make_exception_ptr(std::runtime_error(failure));
+    if (!failure.empty()) error = std::make_exception_ptr(std::runtime_error(failure));
     if (!error && copyOut) {
         try {
             copyOut();
@@ -81,8 +80,7 @@ void Progress::stop() {
     // that thread cannot join itself: it ends on its own once the queue of
     // completed Works is empty.
     std::thread::id self = std::this_thread::get_id();
-    if (completer_.joinable())
-        completer_.get_id() == self ? completer_.detach() : completer_.join();
+    if (completer_.joinable()) completer_.get_id() == self ? completer_.detach() : completer_.join();
     // The completion thread has ended, so no callback thread starts now.
     std::vector<std::thread> threads;
     {
@@ -91,22 +89,19 @@ void Progress::stop() {
         threads.swap(callbackThreads_);
     }
     callbackCv_.notify_all();
-    for (std::thread &t : threads)
-        t.get_id() == self ? t.detach() : t.join();
+    for (std::thread &t : threads) t.get_id() == self ? t.detach() : t.join();
 }
 
 std::string Progress::errorMessage(nnpccl_result_t result) {
     std::string detail = nnpccl_get_last_error(comm);
     // Errors that name no communicator (a bad request handle) are this
     // thread's.
-    if (detail.empty())
-        detail = nnpccl_get_last_error(nullptr);
-    std::string msg = std::string("nnpccl error on rank ") + std::to_string(rank) + " (" +
-                      nnpccl_get_error_string(result) + ")";
+    if (detail.empty()) detail = nnpccl_get_last_error(nullptr);
+    std::string msg =
+        std::string("nnpccl error on rank ") + std::to_string(rank) + " (" + nnpccl_get_error_string(result) + ")";
     // The words torch's own tests and users' scripts look for in a
     // backend's timeout (Gloo's "Timed out waiting ...").
-    if (result == NNPCCL_ERR_TIMEOUT)
-        msg += ": Timed out waiting for peers";
+    if (result == NNPCCL_ERR_TIMEOUT) msg += ": Timed out waiting for peers";
     return detail.empty() ? msg : msg + ": " + detail;
 }
 
@@ -116,8 +111,7 @@ void Progress::completionLoop() {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-            if (queue_.empty())
-                return;
+            if (queue_.empty()) return;
             work = queue_.front();
             queue_.pop_front();
         }
@@ -157,8 +151,7 @@ void Progress::callbackLoop() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
         callbackCv_.wait(lock, [&] { return callbacksStopping_ || !completed_.empty(); });
-        if (completed_.empty())
-            break;
+        if (completed_.empty()) break;
         c10::intrusive_ptr<WorkNnpccl> work = completed_.front();
         completed_.pop_front();
         --idleCallbackThreads_;

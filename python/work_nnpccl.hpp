@@ -32,7 +32,7 @@ namespace nnpccl_torch {
 // write. profilingTitle ("nnpccl:all_reduce", as Gloo names its own) opens a
 // profiler span that ends when the Work finishes.
 class WorkNnpccl : public ::c10d::Work {
-  public:
+public:
     WorkNnpccl(int rank, ::c10d::OpType type, const char *profilingTitle, std::vector<at::Tensor> outputs,
                const std::vector<at::Tensor> &inputs);
 
@@ -58,7 +58,7 @@ class WorkNnpccl : public ::c10d::Work {
     // (running its callbacks) and the Work.
     void complete();
 
-  private:
+private:
     std::vector<at::Tensor> outputs_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -67,7 +67,7 @@ class WorkNnpccl : public ::c10d::Work {
 // hold it too, so it outlives the group when a callback drops the group's
 // last reference; the last holder destroys the communicator.
 class Progress : public std::enable_shared_from_this<Progress> {
-  public:
+public:
     Progress(nnpccl_comm_t comm, int rank);
     ~Progress();
     Progress(const Progress &) = delete;
@@ -88,7 +88,7 @@ class Progress : public std::enable_shared_from_this<Progress> {
     // torch may call from several (autograd hooks, callbacks, the caller).
     std::mutex issueMutex;
 
-  private:
+private:
     void completionLoop();
     void callbackLoop();
     void dispatch(c10::intrusive_ptr<WorkNnpccl> work);
