@@ -485,6 +485,11 @@ def killed(rank, world, victim):
         store = dist.distributed_c10d._get_default_store()
         killed_at = float(store.get("killed_at").decode())
         msg = str(e)
+        # Rank 0 hosts the store: it stays until every survivor has read it.
+        store.add("read_killed_at", 1)
+        deadline = time.monotonic() + 30
+        while rank == 0 and store.add("read_killed_at", 0) < world - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         dist.destroy_process_group()
         return failed_at - killed_at, msg
     return None, "training finished although a rank died"
