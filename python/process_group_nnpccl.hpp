@@ -1,7 +1,14 @@
 // ProcessGroupNnpccl: torch.distributed's collectives over nnpccl's public C
 // API. Only include/nnpccl.h is used, so the backend sees the library exactly
 // as any other program does.
+//
+// The code is in four files: process_group_nnpccl.cpp (set-up, issuing,
+// barriers, sequence numbers), collectives_nnpccl.cpp, p2p_nnpccl.cpp
+// (send/recv and alltoall), and work_nnpccl.cpp (the Works and the threads
+// that complete them); tensor_checks.cpp checks what torch hands in.
 #pragma once
+
+#include "work_nnpccl.hpp"
 
 #include <nnpccl.h>
 
@@ -20,48 +27,14 @@
 #define NNPCCL_TORCH_BASE ::c10d::ProcessGroup
 #endif
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace nnpccl_torch {
-
-class ProcessGroupNnpccl;
-
-// One torch call: the nnpccl requests it issued and the tensors they read and
-// write. The process group's completion thread waits for the requests, runs
-// the copy-out step, and completes both the Work and its Future, so that
-// DDP's future callbacks run without anyone calling wait().
-class WorkNnpccl : public ::c10d::Work {
-  public:
-    WorkNnpccl(int rank, ::c10d::OpType type, std::vector<at::Tensor> outputs);
-
-    std::vector<at::Tensor> result() override;
-    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-
-  private:
-    friend class ProcessGroupNnpccl;
-
-    void complete(std::exception_ptr error);
-
-    std::vector<nnpccl_request_t> requests_;
-    // Staging buffers and inputs the requests still read or write.
-    std::vector<at::Tensor> keepAlive_;
-    // Runs once the requests succeeded: copies staging buffers into the
-    // caller's tensors.
-    std::function<void()> copyOut_;
-    // Set when issuing failed after some requests had been issued: they are
-    // still waited for, and the Work then fails with this.
-    std::string issueError_;
-    std::vector<at::Tensor> outputs_;
-    c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
 
 class ProcessGroupNnpccl : public NNPCCL_TORCH_BASE {
   public:
@@ -91,6 +64,9 @@ class ProcessGroupNnpccl : public NNPCCL_TORCH_BASE {
                                                const ::c10d::AllgatherOptions &opts) override;
     c10::intrusive_ptr<::c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
                                                      const ::c10d::AllgatherOptions &opts) override;
+    c10::intrusive_ptr<::c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                                                         std::vector<at::Tensor> &inputs,
+                                                         const ::c10d::AllgatherOptions &opts) override;
     c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                             std::vector<at::Tensor> &inputs,
                                             const ::c10d::GatherOptions &opts) override;
@@ -114,49 +90,52 @@ class ProcessGroupNnpccl : public NNPCCL_TORCH_BASE {
                                           int tag) override;
     c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor> &tensors, int srcRank,
                                           int tag) override;
+    c10::intrusive_ptr<::c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
     c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions &opts) override;
+    void monitoredBarrier(const ::c10d::BarrierOptions &opts, bool waitAllRanks) override;
+    void setSequenceNumberForGroup() override;
+    uint64_t getSequenceNumberForGroup() override;
 
-  private:
-    // Issues a call's nnpccl operations (body) under issueMutex, then hands
-    // the Work to the completion thread.
+private:
+    c10::intrusive_ptr<WorkNnpccl> makeWork(::c10d::OpType type, const char *profilingTitle,
+                                            std::vector<at::Tensor> outputs, const std::vector<at::Tensor> &inputs);
+    // Issues a call's nnpccl operations (body) under the issue mutex, then
+    // hands the Work to the completion thread.
     c10::intrusive_ptr<::c10d::Work> submit(const c10::intrusive_ptr<WorkNnpccl> &work,
                                             const std::function<void()> &body);
     // Records one issued request of work, or throws with nnpccl's message
-    // when the call failed. Called with issueMutex held. request is taken
-    // by reference because it is the issuing call's output, and argument
-    // evaluation order would otherwise allow reading it before the call.
+    // when the call failed. Called with the issue mutex held. request is
+    // taken by reference because it is the issuing call's output, and
+    // argument evaluation order would otherwise allow reading it before the
+    // call.
     void post(WorkNnpccl &work, nnpccl_result_t result, const nnpccl_request_t &request);
+    // Throws nnpccl's message unless result is success (issue mutex held).
+    void check(nnpccl_result_t result);
+
+    c10::intrusive_ptr<::c10d::Work> sparseAllreduce(at::Tensor &tensor, const ::c10d::AllreduceOptions &opts);
     // The send/recv form of an alltoall whose blocks differ in size.
     void postAlltoallP2P(WorkNnpccl &work, const std::vector<const char *> &sendPtrs,
                          const std::vector<char *> &recvPtrs, const std::vector<size_t> &sendCounts,
                          const std::vector<size_t> &recvCounts, nnpccl_datatype_t dtype);
+    // A tagged receive from src (issue mutex held); see p2p_nnpccl.cpp.
+    void postRecv(const c10::intrusive_ptr<WorkNnpccl> &work, const at::Tensor &t, int src, int tag);
+    // The sender whose next message to this rank is tagged tag, from the
+    // notices senders leave in the store; waits for one up to the timeout.
+    int findAnySource(int tag);
+    std::string noticeKey(int src, int dst, uint64_t seq) const;
 
-    // What the completion thread shares with the group. The thread can
-    // outlive the group object (a future callback that drops the group's
-    // last reference runs on it), and the communicator must outlive both:
-    // the last of them to let go destroys it.
-    struct Shared {
-        nnpccl_comm_t comm = nullptr;
-        int rank = 0;
-        // nnpccl accepts calls on a communicator from one thread at a
-        // time; torch may call from several (autograd hooks, the caller).
-        std::mutex issueMutex;
-        std::mutex queueMutex;
-        std::condition_variable queueCv;
-        std::deque<c10::intrusive_ptr<WorkNnpccl>> queue;
-        bool stopping = false;
-
-        Shared() = default;
-        Shared(const Shared &) = delete;
-        Shared &operator=(const Shared &) = delete;
-        ~Shared();
-        std::string errorMessage(nnpccl_result_t result); // issueMutex held
-    };
-    static void completionLoop(const std::shared_ptr<Shared> &shared);
-
-    std::shared_ptr<Shared> shared_;
-    nnpccl_comm_t comm_ = nullptr; // shared_->comm, for the calls' brevity
-    std::thread completer_;
+    c10::intrusive_ptr<::c10d::Store> store_;
+    std::chrono::milliseconds timeout_;
+    std::string keyPrefix_;
+    std::shared_ptr<Progress> progress_;
+    nnpccl_comm_t comm_ = nullptr; // progress_->comm, for the calls' brevity
+    // Whether sends leave a notice in the store, which a receive from any
+    // source needs (NNPCCL_TORCH_ANY_SOURCE=0 turns them off).
+    bool notices_ = true;
+    // Messages sent to and received from each peer (issue mutex held).
+    std::vector<uint64_t> sentTo_, receivedFrom_;
+    uint64_t monitoredBarriers_ = 0;
+    std::atomic<uint64_t> sequence_{0};
 };
 
 } // namespace nnpccl_torch

@@ -36,11 +36,13 @@ def _child(fn, rank, world, port, results, args):
         results.put((rank, "error", traceback.format_exc()))
 
 
-def run_ranks(fn, world, *args, timeout=60.0, allow_exit=()):
+def run_ranks(fn, world, *args, timeout=60.0, allow_exit=(), allow_error=(), exit_times=None):
     """Runs fn(rank, world, *args) on ranks 0..world-1 and returns the list of
     their return values. fn finds MASTER_ADDR/MASTER_PORT set to a free port
     on 127.0.0.1. Ranks in allow_exit may die without reporting (their entry
-    is None). Raises AssertionError naming the ranks that failed or hung."""
+    is None); ranks in allow_error may raise (their entry is the traceback).
+    exit_times, a dict, receives each rank's time.time() at its process's
+    end. Raises AssertionError naming the ranks that failed or hung."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
@@ -71,10 +73,12 @@ def run_ranks(fn, world, *args, timeout=60.0, allow_exit=()):
                 break
             continue
         out[rank] = value
-        if status != "ok":
+        if status != "ok" and rank not in allow_error:
             errors.append(f"rank {rank} failed:\n{value}")
     for p in procs:
         p.join(timeout=max(0.0, deadline - time.monotonic()) + 5)
+        if exit_times is not None and not p.is_alive():
+            exit_times[procs.index(p)] = time.time()
         if p.is_alive():
             p.kill()
             p.join()

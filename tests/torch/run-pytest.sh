@@ -1,6 +1,6 @@
 #!/bin/sh
 # meson test's entry to the PyTorch backend's tests.
-#   run-pytest.sh PYTHON MODULE_DIR|"" TESTS_DIR
+#   run-pytest.sh PYTHON MODULE_DIR|"" TESTS_DIR TEST_FILE...
 # An empty MODULE_DIR means the module was not built (no torch, clang or a
 # sanitizer build): the test is skipped (meson's status 77) on a user's
 # machine, and fails where CI=true, since CI must test the backend.
@@ -8,6 +8,7 @@ set -eu
 python=$1
 module_dir=$2
 tests_dir=$3
+shift 3
 
 skip() {
     if [ "${CI:-}" = true ]; then
@@ -24,4 +25,5 @@ export PYTHONPATH="$module_dir${PYTHONPATH:+:$PYTHONPATH}"
 export NNPCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo
 # The tests live in the source tree, which a build should leave untouched.
 export PYTHONDONTWRITEBYTECODE=1
-exec "$python" -m pytest -p no:cacheprovider -q -W ignore::UserWarning "$tests_dir"
+cd "$tests_dir"
+exec "$python" -m pytest -p no:cacheprovider -q -W ignore::UserWarning "$@"

@@ -259,7 +259,12 @@ def unsupported(rank, world):
     premul = dist._make_nccl_premul_sum(2.0)
     _expect_error(f, "all_reduce PREMUL_SUM", lambda: dist.all_reduce(torch.zeros(4), op=premul), "PREMUL_SUM")
     _expect_error(f, "non-contiguous", lambda: dist.all_reduce(torch.zeros(8)[::2]), "not contiguous")
-    _expect_error(f, "send tag", lambda: dist.send(torch.zeros(2), (rank + 1) % world, tag=5), "tag 5")
+    # Sends and receives pair in order between two ranks; a tag that differs
+    # fails that receive, naming both tags, and nothing else.
+    if rank == 0:
+        dist.send(torch.zeros(2), 1, tag=5)
+    elif rank == 1:
+        _expect_error(f, "recv tag mismatch", lambda: dist.recv(torch.zeros(2), 0, tag=6), "tag 5", "tag 6")
     _expect_error(f, "all_gather size", lambda: dist.all_gather([torch.zeros(3)] * world, torch.zeros(2)), "elements")
     _expect_error(f, "all_to_all_single rows", lambda: dist.all_to_all_single(torch.zeros(2 * world, 3), torch.zeros(2 * world, 4), [2] * world, [2] * world), "rows hold")
     _expect_error(f, "all_to_all_single splits", lambda: dist.all_to_all_single(torch.zeros(4), torch.zeros(4), [1] * world, [2] * world), "split sizes")
@@ -480,6 +485,11 @@ def killed(rank, world, victim):
         store = dist.distributed_c10d._get_default_store()
         killed_at = float(store.get("killed_at").decode())
         msg = str(e)
+        # Rank 0 hosts the store: it stays until every survivor has read it.
+        store.add("read_killed_at", 1)
+        deadline = time.monotonic() + 30
+        while rank == 0 and store.add("read_killed_at", 0) < world - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         dist.destroy_process_group()
         return failed_at - killed_at, msg
     return None, "training finished although a rank died"
