@@ -30,6 +30,22 @@ Schedule build_direct_reduce_scatter(const CollectiveArgs &args);
 // Other collectives get a schedule without channels.
 Schedule build_halving_doubling(const CollectiveArgs &args);
 
+// Swing (swing.cpp): the butterfly of halving_doubling with Swing's
+// partners. On a torus whose ranks fill it and whose dimensions are powers
+// of two, `dims` are its dimensions (those larger than 1) and rank_at the
+// rank at each torus index (first dimension fastest); without dims the
+// ranks are one ring in rank order, folded to a power of two. `channels`
+// channels (2 per dimension, or 1 on the host), each a piece of the data.
+// Allreduce (bandwidth- or latency-optimal), reduce-scatter and allgather
+// (bandwidth-optimal only); other collectives get no channels.
+struct SwingShape {
+    std::vector<int> dims;
+    std::vector<int> rank_at;
+    int channels = 2;
+};
+SwingShape swing_shape(const Topology &topology, int nranks);
+Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool latency_optimal);
+
 // Double binary tree: allreduce (reduce up, broadcast down, overlapped),
 // broadcast and reduce (both trees rooted at args.root). Two channels, one
 // per tree, each with half the data. See double_binary_tree.cpp. Other
