@@ -75,15 +75,21 @@ private:
     static int group_start(int v, int mask) { return v & ~(mask - 1); }
 
     // Sends `outgoing` from `from` to `peer` while receiving `incoming` from
-    // it, alternating message by message: with both partners sending first,
-    // a single free slot per stream is enough for the swap to progress.
+    // it, message by message, each send part.sends_ahead messages ahead of
+    // its receive: with both partners sending first, sends_ahead + 1 free
+    // slots per stream are enough for the swap to progress.
     template <typename OnReceive>
     void exchange(int peer, const Chunks &outgoing, Buf from, const Chunks &incoming, OnReceive on_receive) {
-        for (size_t i = 0; i < std::max(outgoing.size(), incoming.size()); ++i) {
-            if (i < outgoing.size())
-                steps_.add(kSend, -1, peer, BufRef{from, outgoing[i].begin}, {}, outgoing[i].size());
-            if (i < incoming.size()) on_receive(incoming[i]);
+        size_t sent = 0;
+        auto send_up_to = [&](size_t last) {
+            for (; sent < outgoing.size() && sent <= last; ++sent)
+                steps_.add(kSend, -1, peer, BufRef{from, outgoing[sent].begin}, {}, outgoing[sent].size());
+        };
+        for (size_t i = 0; i < incoming.size(); ++i) {
+            send_up_to(i + part_.sends_ahead);
+            on_receive(incoming[i]);
         }
+        send_up_to(outgoing.size());
     }
 
     // Recursive halving from `local`; the receive of each chunk is emitted

@@ -18,6 +18,10 @@ namespace nnpccl {
 struct ButterflyPart {
     size_t lo = 0;
     size_t hi = 0;
+    // How many messages of an exchange a rank sends before it waits for
+    // its partner's first: one more keeps a link busy while the rank
+    // reduces what came in, and needs sends_ahead + 1 slots per stream.
+    size_t sends_ahead = 0;
 };
 
 // Reduce-scatter by recursive halving, then allgather by recursive
