@@ -270,10 +270,13 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     // round's messages stream behind the first (its route's latency, its
     // transfer and its reduction), kSwingSendsAhead + 1 in flight, so the
     // busiest link sets their pace unless a message's round trip is longer.
-    auto time_us = [&](const std::vector<Flow> &flows) {
+    // A reduce-scatter or allgather step sends each rank's block part
+    // apart where they do not touch (the labels are not in rank order, and
+    // with several channels each takes a part of every block).
+    auto time_us = [&](const std::vector<Flow> &flows, double runs) {
         if (flows.empty()) return 0.0;
         const FlowCost cost = concurrent(t, flows, &routes);
-        const double count = messages(flows.front().bytes, chunk);
+        const double count = std::max(runs, messages(flows.front().bytes, chunk));
         if (host) return count * cost.latency_us + cost.transfer_us;
         const double each = cost.transfer_us / count;
         const double reduce_us = with_reduction(t, inputs, args.elem_size, 0, flows.front().bytes / count);
@@ -283,7 +286,11 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     };
     const bool both_phases = args.collective == Collective::Allreduce && !latency_optimal;
     double us = 0;
-    for (const std::vector<Flow> &step : steps) us += (both_phases ? 2 : 1) * time_us(step);
+    const bool blockwise = args.collective != Collective::Allreduce;
+    for (int s = 0; s < rounds; ++s) {
+        const double runs = blockwise && total > 0 ? static_cast<double>(active >> (s + 1)) : 1;
+        us += (both_phases ? 2 : 1) * time_us(steps[static_cast<size_t>(s)], runs);
+    }
     const bool reduces = args.collective != Collective::Allgather;
     double reduced = !reduces ? 0 : latency_optimal ? rounds * total : (active - 1.0) / active * total;
     if (extras > 0) {
@@ -293,7 +300,7 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
                                                                            : (p - 1.0) / p * total;
         for (Flow &f : fold_in) f.bytes = in / shape.channels;
         for (Flow &f : fold_out) f.bytes = (host ? back : std::min(back, chunk * shape.channels)) / shape.channels;
-        us += time_us(fold_in) + time_us(fold_out);
+        us += time_us(fold_in, 1) + time_us(fold_out, 1);
         if (reduces) reduced += total;
     }
     return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, us, reduced));
