@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "collective.hpp"
+#include "patterns.hpp"
 #include "schedule.hpp"
 #include "topology.hpp"
 
@@ -45,6 +46,12 @@ struct SwingShape {
 };
 SwingShape swing_shape(const Topology &topology, int nranks);
 Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool latency_optimal);
+// Channel c's butterfly for `rank`: its label and its partner per step.
+HalvingDoublingPattern swing_pattern(const SwingShape &shape, int nranks, int rank, int channel);
+// Broadcast and reduce down (up) binomial trees of Swing's partners, one
+// per channel (swing_tree.cpp); other collectives, or a root outside
+// 0..p-1, get no channels.
+Schedule build_swing_tree(const CollectiveArgs &args, const SwingShape &shape);
 
 // Double binary tree: allreduce (reduce up, broadcast down, overlapped),
 // broadcast and reduce (both trees rooted at args.root). Two channels, one

@@ -144,6 +144,35 @@ TEST_CASE("swing is bit-exact on 2D and 3D tori, in rank order or not", "[schedu
         }
 }
 
+TEST_CASE("swing trees are bit-exact and deadlock-free from every root, on a ring or a torus",
+          "[schedules][library]") {
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    auto ring_tree = [](int channels) {
+        return [channels](const CollectiveArgs &args) {
+            SwingShape shape;
+            shape.channels = channels;
+            return build_swing_tree(args, shape);
+        };
+    };
+    for (auto root_for : {root_zero, root_inside, root_last}) {
+        check_grid("swing_tree", ring_tree(2), {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
+        for (const auto &dims : std::vector<std::vector<int>>{{4, 2}, {2, 2, 2}}) {
+            SwingShape shape;
+            shape.dims = dims;
+            shape.channels = 2 * static_cast<int>(dims.size());
+            for (int i = 0; i < 8; ++i) shape.rank_at.push_back((i * 5 + 3) % 8);
+            check_grid("swing_tree torus", [shape](const CollectiveArgs &args) { return build_swing_tree(args, shape); },
+                       {Collective::Broadcast, Collective::Reduce}, {8}, root_for);
+        }
+    }
+    for (int p : {3, 5, 6, 7})
+        for (int root = 0; root < p; ++root)
+            for (Collective coll : {Collective::Broadcast, Collective::Reduce}) {
+                INFO(collective_name(coll) << " p=" << p << " root=" << root);
+                CHECK(simulate(make_shape(coll, p, 61, false, root, NNPCCL_FLOAT32, NNPCCL_AVG), ring_tree(1), 4) == 0);
+            }
+}
+
 TEST_CASE("direct allgather and reduce-scatter are bit-exact and deadlock-free on any rank count",
           "[schedules][library]") {
     const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
