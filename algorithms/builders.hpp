@@ -49,9 +49,9 @@ Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool l
 // Channel c's butterfly for `rank`: its label and its partner per step.
 HalvingDoublingPattern swing_pattern(const SwingShape &shape, int nranks, int rank, int channel);
 // Broadcast and reduce down (up) binomial trees of Swing's partners, one
-// per channel (swing_tree.cpp); other collectives, or a root outside
+// per channel (swing_binomial.cpp); other collectives, or a root outside
 // 0..p-1, get no channels.
-Schedule build_swing_tree(const CollectiveArgs &args, const SwingShape &shape);
+Schedule build_swing_binomial(const CollectiveArgs &args, const SwingShape &shape);
 
 // Double binary tree: allreduce (reduce up, broadcast down, overlapped),
 // broadcast and reduce (both trees rooted at args.root). Two channels, one

@@ -31,7 +31,7 @@ const AlgorithmInfo &double_binary_tree_algorithm();
 const AlgorithmInfo &halving_doubling_algorithm();
 const AlgorithmInfo &swing_algorithm();
 const AlgorithmInfo &swing_latency_algorithm();
-const AlgorithmInfo &swing_tree_algorithm();
+const AlgorithmInfo &swing_binomial_algorithm();
 const AlgorithmInfo &direct_algorithm();
 const AlgorithmInfo &pairwise_algorithm();
 const AlgorithmInfo &p2p_algorithm();
@@ -47,7 +47,7 @@ const std::vector<AlgorithmInfo> &algorithm_registry() {
         halving_doubling_algorithm(),
         swing_algorithm(),
         swing_latency_algorithm(),
-        swing_tree_algorithm(),
+        swing_binomial_algorithm(),
         direct_algorithm(),
         pairwise_algorithm(),
         p2p_algorithm(),

@@ -144,24 +144,24 @@ TEST_CASE("swing is bit-exact on 2D and 3D tori, in rank order or not", "[schedu
         }
 }
 
-TEST_CASE("swing trees are bit-exact and deadlock-free from every root, on a ring or a torus",
+TEST_CASE("swing binomial trees are bit-exact and deadlock-free from every root, on a ring or a torus",
           "[schedules][library]") {
     const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
     auto ring_tree = [](int channels) {
         return [channels](const CollectiveArgs &args) {
             SwingShape shape;
             shape.channels = channels;
-            return build_swing_tree(args, shape);
+            return build_swing_binomial(args, shape);
         };
     };
     for (auto root_for : {root_zero, root_inside, root_last}) {
-        check_grid("swing_tree", ring_tree(2), {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
+        check_grid("swing_binomial", ring_tree(2), {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
         for (const auto &dims : std::vector<std::vector<int>>{{4, 2}, {2, 2, 2}}) {
             SwingShape shape;
             shape.dims = dims;
             shape.channels = 2 * static_cast<int>(dims.size());
             for (int i = 0; i < 8; ++i) shape.rank_at.push_back((i * 5 + 3) % 8);
-            check_grid("swing_tree torus", [shape](const CollectiveArgs &args) { return build_swing_tree(args, shape); },
+            check_grid("swing_binomial torus", [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); },
                        {Collective::Broadcast, Collective::Reduce}, {8}, root_for);
         }
     }

@@ -113,9 +113,9 @@ void tree_reduce(const CollectiveArgs &args, const TreeLinks &links, ElemRange p
 
 } // namespace
 
-Schedule build_swing_tree(const CollectiveArgs &args, const SwingShape &shape) {
+Schedule build_swing_binomial(const CollectiveArgs &args, const SwingShape &shape) {
     Schedule sched;
-    sched.algorithm = "swing_tree";
+    sched.algorithm = "swing_binomial";
     if (args.collective != Collective::Broadcast && args.collective != Collective::Reduce) return sched;
     if (args.root < 0 || args.root >= args.nranks) return sched;
     const auto channels = static_cast<size_t>(std::max(1, shape.channels));
@@ -150,7 +150,7 @@ size_t tree_chunk_elems(const CollectiveArgs &args, const Topology &t) {
 // after another (each step's longest route and one chunk's transfer), and
 // the rest follows through the busiest link or port: the root's, which
 // sends its piece once per step.
-double predict_swing_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     if (p <= 1) return 0;
     const SwingShape shape = swing_shape(t, p);
@@ -199,11 +199,11 @@ CollectiveArgs with_tree_chunk(const CollectiveArgs &args, const Topology &t) {
 }
 
 double predict_on(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    return predict_swing_tree_us(with_tree_chunk(args, t), t, inputs);
+    return predict_swing_binomial_us(with_tree_chunk(args, t), t, inputs);
 }
 
 Schedule build_on(const CollectiveArgs &args, const Topology &t) {
-    return build_swing_tree(with_tree_chunk(args, t), swing_shape(t, args.nranks));
+    return build_swing_binomial(with_tree_chunk(args, t), swing_shape(t, args.nranks));
 }
 
 int channels_on(const Topology &t) { return swing_shape(t, t.nranks()).channels; }
@@ -218,9 +218,9 @@ bool applies_off_host(const CollectiveArgs &args, const Topology &t, std::string
 
 } // namespace
 
-const AlgorithmInfo &swing_tree_algorithm() {
+const AlgorithmInfo &swing_binomial_algorithm() {
     static const AlgorithmInfo info{
-        "swing_tree",
+        "swing_binomial",
         "binomial trees of Swing's partners (1, 1, 3, 5, 11, ... hops per torus dimension), log2 p levels, "
         "2 per dimension (one mirrored), chunks pipelined down (broadcast) or up (reduce)",
         "a machine of chips and links, not the host model",
