@@ -145,11 +145,10 @@ size_t tree_chunk_elems(const CollectiveArgs &args, const Topology &t) {
     return t.machine().shape() == Shape::Flat ? chunk : std::min(chunk, most);
 }
 
-// Every tree edge carries its channel's piece; the edges of one step (the
-// step the child joins in) run at once. A chunk crosses the levels one
-// after another (each step's longest route and one chunk's transfer), and
-// the rest follows through the busiest link or port: the root's, which
-// sends its piece once per step.
+// Every tree edge carries its channel's piece. The first chunk goes down
+// the slowest root-to-leaf path (each edge's route latency and one chunk's
+// transfer, after the parent's sends of it to its earlier children), and the rest follows through the busiest link or port: the
+// root's, which sends its piece once per step.
 double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     if (p <= 1) return 0;
@@ -157,39 +156,45 @@ double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, 
     const double total = static_cast<double>(call_bytes(args));
     const double share = total / shape.channels;
     const double chunk = std::min(share, static_cast<double>(tree_chunk_elems(args, t) * args.elem_size));
-    std::vector<Flow> every;
-    std::vector<std::vector<Flow>> by_depth;
+    std::vector<Flow> every, edges; // edges: parent before child, with one chunk each
+    std::vector<double> sent_before; // per edge: the chunks its parent sends its earlier children first
     for (int c = 0; c < shape.channels; ++c) {
-        std::vector<int> depth(static_cast<size_t>(p), -1);
         std::vector<TreeLinks> links;
         for (int r = 0; r < p; ++r) links.push_back(tree_links(shape, p, args.root, r, c));
-        // Depths from the root down.
         std::vector<int> frontier{args.root};
-        depth[static_cast<size_t>(args.root)] = 0;
         while (!frontier.empty()) {
             std::vector<int> next;
             for (int r : frontier)
-                for (int child : links[static_cast<size_t>(r)].children) {
-                    const int d = depth[static_cast<size_t>(r)] + 1;
-                    depth[static_cast<size_t>(child)] = d;
-                    if (by_depth.size() < static_cast<size_t>(d)) by_depth.resize(static_cast<size_t>(d));
-                    by_depth[static_cast<size_t>(d - 1)].push_back({r, child, chunk});
-                    every.push_back({r, child, share - chunk}); // the first chunk is in the levels' time
+                for (size_t k = 0; k < links[static_cast<size_t>(r)].children.size(); ++k) {
+                    const int child = links[static_cast<size_t>(r)].children[k];
+                    sent_before.push_back(static_cast<double>(k));
+                    edges.push_back({r, child, chunk});
+                    every.push_back({r, child, share - chunk}); // the first chunk is in the path's time
                     next.push_back(child);
                 }
             frontier.swap(next);
         }
     }
     RouteTable routes(t);
-    routes.trace(every);
-    double levels = 0;
-    for (const std::vector<Flow> &level : by_depth) {
-        const FlowCost cost = concurrent(t, level, &routes);
-        levels += cost.latency_us + cost.transfer_us;
+    routes.trace(edges);
+    // The first chunk's way down the slowest root-to-leaf path: each edge's
+    // route latency and the chunk's transfer over its slowest hop. Edges
+    // come parent first within each channel's tree, so every parent's
+    // arrival is its own tree's when a child reads it.
+    std::vector<double> arrival(static_cast<size_t>(p), 0);
+    double path = 0;
+    for (size_t i = 0; i < edges.size(); ++i) {
+        const Flow &edge = edges[i];
+        const Route *route = routes.find(edge.from, edge.to);
+        const double hop =
+            route != nullptr ? route->latency_us + (1 + sent_before[i]) * us_for(chunk, route->gbps) : 0;
+        const double at = arrival[static_cast<size_t>(edge.from)] + hop;
+        arrival[static_cast<size_t>(edge.to)] = at;
+        path = std::max(path, at);
     }
     const FlowCost all = concurrent(t, every, &routes);
     const double reduced = args.collective == Collective::Reduce ? total : 0;
-    return with_reduction(t, inputs, args.elem_size, levels + all.transfer_us, reduced);
+    return with_reduction(t, inputs, args.elem_size, path + all.transfer_us, reduced);
 }
 
 CollectiveArgs with_tree_chunk(const CollectiveArgs &args, const Topology &t) {

@@ -1,4 +1,5 @@
-// The halving-doubling, double binary tree and 2D torus schedules, and the
+// The halving-doubling, Swing, double binary tree and 2D torus schedules, the
+// Swing binomial trees, and the
 // direct allgather and reduce-scatter, run by the simulation harness in
 // schedule_sim.hpp: for every collective each one serves, 1 to 8 ranks, in
 // and out of place, empty to large counts, float32 sum and avg and int32
@@ -223,11 +224,19 @@ TEST_CASE("halving-doubling, the trees and direct progress with a single slot pe
             for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM), build_halving_doubling,
                                3, 1) == 0);
+            // Swing sends a message ahead of each receive: two slots.
             for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM), swing_ring(2, false), 3,
-                               1) == 0);
+                               2) == 0);
             CHECK(simulate(make_shape(Collective::Allreduce, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM),
                            swing_ring(2, true), 3, 1) == 0);
+            for (Collective coll : {Collective::Broadcast, Collective::Reduce}) {
+                SwingShape shape;
+                shape.channels = 2;
+                CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
+                               [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); }, 3,
+                               1) == 0);
+            }
             for (Collective coll : {Collective::Allreduce, Collective::Broadcast, Collective::Reduce})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
                                build_double_binary_tree, 3, 1) == 0);
