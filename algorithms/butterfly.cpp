@@ -217,8 +217,8 @@ void Butterfly::doubling_allreduce() {
         const bool last = 2 * mask == hd_.active_count();
         const bool input_in_recv = in.buf == Buf::Recv || (in.buf == Buf::Send && args_.in_place);
         const bool into_recv = last && !input_in_recv;
-        const BufRef out = into_recv ? BufRef{Buf::Recv, 0}
-                                     : BufRef{Buf::Scratch, static_cast<size_t>(round % 2) * args_.count};
+        const BufRef out =
+            into_recv ? BufRef{Buf::Recv, 0} : BufRef{Buf::Scratch, static_cast<size_t>(round % 2) * args_.count};
         const int peer = hd_.exchange_partner(mask);
         // Each chunk is sent before the partner's same chunk is combined.
         for (const ElemRange &c : all) {
@@ -255,8 +255,8 @@ void Butterfly::reduce_scatter() {
     Buf local = Buf::Send;
     if (partner >= 0) {
         for (const ElemRange &c : units(0, hd_.active_count()))
-            steps_.add(kRecv | kReduce | kStore, partner, -1, BufRef{Buf::Send, c.begin},
-                       BufRef{Buf::Scratch, c.begin}, c.size());
+            steps_.add(kRecv | kReduce | kStore, partner, -1, BufRef{Buf::Send, c.begin}, BufRef{Buf::Scratch, c.begin},
+                       c.size());
         local = Buf::Scratch;
     }
     halving(local, Buf::Scratch, [&](const ElemRange &c, int from, Buf operand, bool last) {
@@ -302,8 +302,8 @@ void butterfly_allreduce(const CollectiveArgs &args, const HalvingDoublingPatter
     Butterfly(args, pattern, part, out).allreduce();
 }
 
-void butterfly_doubling_allreduce(const CollectiveArgs &args, const HalvingDoublingPattern &pattern,
-                                  ButterflyPart part, std::vector<Step> &out) {
+void butterfly_doubling_allreduce(const CollectiveArgs &args, const HalvingDoublingPattern &pattern, ButterflyPart part,
+                                  std::vector<Step> &out) {
     Butterfly(args, pattern, part, out).doubling_allreduce();
 }
 

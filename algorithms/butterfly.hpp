@@ -32,8 +32,8 @@ void butterfly_allreduce(const CollectiveArgs &args, const HalvingDoublingPatter
 // each the whole part). Every rank combines the same partial sums in each
 // round, its own and its partner's, so all hold the same bits. Needs
 // 2 * args.count elements of scratch.
-void butterfly_doubling_allreduce(const CollectiveArgs &args, const HalvingDoublingPattern &pattern,
-                                  ButterflyPart part, std::vector<Step> &out);
+void butterfly_doubling_allreduce(const CollectiveArgs &args, const HalvingDoublingPattern &pattern, ButterflyPart part,
+                                  std::vector<Step> &out);
 // Reduce-scatter by recursive halving; its partial sums live in scratch at
 // the send buffer's offsets (args.count * nranks elements).
 void butterfly_reduce_scatter(const CollectiveArgs &args, const HalvingDoublingPattern &pattern, ButterflyPart part,

@@ -29,8 +29,8 @@
 #include "builders.hpp"
 #include "butterfly.hpp"
 #include "cost_terms.hpp"
-#include "registry.hpp"
 #include "patterns.hpp"
+#include "registry.hpp"
 
 namespace nnpccl {
 

@@ -222,7 +222,9 @@ struct SwingRoutes {
     SwingRoutes(const SwingShape &s, int p) : shape(s), plain(p, 0) {
         dims = shape.dims.empty() ? std::vector<int>{plain.active_count()} : shape.dims;
     }
-    int rank_at(int x) const { return shape.dims.empty() ? plain.active_rank(x) : shape.rank_at[static_cast<size_t>(x)]; }
+    int rank_at(int x) const {
+        return shape.dims.empty() ? plain.active_rank(x) : shape.rank_at[static_cast<size_t>(x)];
+    }
     // Every active rank's transfer to its partner in step s of each channel.
     std::vector<Flow> step(int s, double bytes) const {
         std::vector<Flow> flows;

@@ -60,7 +60,8 @@ TreeLinks tree_links(const SwingShape &shape, int nranks, int root, int rank, in
             break;
         }
     if (joined < rounds) links.parent = to_rank(mine.exchange_partner(1 << (rounds - 1 - joined)));
-    for (int s = joined - 1; s >= 0; --s) links.children.push_back(to_rank(mine.exchange_partner(1 << (rounds - 1 - s))));
+    for (int s = joined - 1; s >= 0; --s)
+        links.children.push_back(to_rank(mine.exchange_partner(1 << (rounds - 1 - s))));
     if (plain.fold_partner() >= 0) links.children.push_back(to_rank(plain.fold_partner()));
     return links;
 }
@@ -77,8 +78,7 @@ void tree_broadcast(const CollectiveArgs &args, const TreeLinks &links, ElemRang
         if (!links.children.empty()) first |= kSend;
         const int first_child = links.children.empty() ? -1 : links.children.front();
         if (first != 0) steps.add(first, links.parent, first_child, from, into, c.size());
-        for (size_t i = 1; i < links.children.size(); ++i)
-            steps.add(kSend, -1, links.children[i], from, {}, c.size());
+        for (size_t i = 1; i < links.children.size(); ++i) steps.add(kSend, -1, links.children[i], from, {}, c.size());
     }
 }
 
@@ -92,8 +92,10 @@ void tree_reduce(const CollectiveArgs &args, const TreeLinks &links, ElemRange p
     for (const ElemRange &c : chunked(part.begin, part.end, chunk)) {
         const BufRef own{Buf::Send, c.begin}, partial{Buf::Scratch, c.begin}, result{Buf::Recv, c.begin};
         if (from.empty()) {
-            if (root) steps.add(kStore, -1, -1, own, result, c.size(), true);
-            else steps.add(kSend, -1, links.parent, own, {}, c.size());
+            if (root)
+                steps.add(kStore, -1, -1, own, result, c.size(), true);
+            else
+                steps.add(kSend, -1, links.parent, own, {}, c.size());
             continue;
         }
         BufRef acc = own;
@@ -147,8 +149,8 @@ size_t tree_chunk_elems(const CollectiveArgs &args, const Topology &t) {
 
 // Every tree edge carries its channel's piece. The first chunk goes down
 // the slowest root-to-leaf path (each edge's route latency and one chunk's
-// transfer, after the parent's sends of it to its earlier children), and the rest follows through the busiest link or port: the
-// root's, which sends its piece once per step.
+// transfer, after the parent's sends of it to its earlier children), and the rest follows through the busiest link or
+// port: the root's, which sends its piece once per step.
 double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     if (p <= 1) return 0;
@@ -156,7 +158,7 @@ double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, 
     const double total = static_cast<double>(call_bytes(args));
     const double share = total / shape.channels;
     const double chunk = std::min(share, static_cast<double>(tree_chunk_elems(args, t) * args.elem_size));
-    std::vector<Flow> every, edges; // edges: parent before child, with one chunk each
+    std::vector<Flow> every, edges;  // edges: parent before child, with one chunk each
     std::vector<double> sent_before; // per edge: the chunks its parent sends its earlier children first
     for (int c = 0; c < shape.channels; ++c) {
         std::vector<TreeLinks> links;
@@ -186,8 +188,7 @@ double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, 
     for (size_t i = 0; i < edges.size(); ++i) {
         const Flow &edge = edges[i];
         const Route *route = routes.find(edge.from, edge.to);
-        const double hop =
-            route != nullptr ? route->latency_us + (1 + sent_before[i]) * us_for(chunk, route->gbps) : 0;
+        const double hop = route != nullptr ? route->latency_us + (1 + sent_before[i]) * us_for(chunk, route->gbps) : 0;
         const double at = arrival[static_cast<size_t>(edge.from)] + hop;
         arrival[static_cast<size_t>(edge.to)] = at;
         path = std::max(path, at);

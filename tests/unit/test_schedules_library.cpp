@@ -162,8 +162,10 @@ TEST_CASE("swing binomial trees are bit-exact and deadlock-free from every root,
             shape.dims = dims;
             shape.channels = 2 * static_cast<int>(dims.size());
             for (int i = 0; i < 8; ++i) shape.rank_at.push_back((i * 5 + 3) % 8);
-            check_grid("swing_binomial torus", [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); },
-                       {Collective::Broadcast, Collective::Reduce}, {8}, root_for);
+            check_grid(
+                "swing_binomial torus",
+                [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); },
+                {Collective::Broadcast, Collective::Reduce}, {8}, root_for);
         }
     }
     for (int p : {3, 5, 6, 7})
@@ -233,9 +235,10 @@ TEST_CASE("halving-doubling, the trees and direct progress with a single slot pe
             for (Collective coll : {Collective::Broadcast, Collective::Reduce}) {
                 SwingShape shape;
                 shape.channels = 2;
-                CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
-                               [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); }, 3,
-                               1) == 0);
+                CHECK(simulate(
+                          make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
+                          [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); }, 3,
+                          1) == 0);
             }
             for (Collective coll : {Collective::Allreduce, Collective::Broadcast, Collective::Reduce})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
