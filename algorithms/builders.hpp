@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "collective.hpp"
+#include "patterns.hpp"
 #include "schedule.hpp"
 #include "topology.hpp"
 
@@ -29,6 +30,28 @@ Schedule build_direct_reduce_scatter(const CollectiveArgs &args);
 // two fold into a neighbour first). One channel. See halving_doubling.cpp.
 // Other collectives get a schedule without channels.
 Schedule build_halving_doubling(const CollectiveArgs &args);
+
+// Swing (swing.cpp): the butterfly of halving_doubling with Swing's
+// partners. On a torus whose ranks fill it and whose dimensions are powers
+// of two, `dims` are its dimensions (those larger than 1) and rank_at the
+// rank at each torus index (first dimension fastest); without dims the
+// ranks are one ring in rank order, folded to a power of two. `channels`
+// channels (2 per dimension, or 1 on the host), each a piece of the data.
+// Allreduce (bandwidth- or latency-optimal), reduce-scatter and allgather
+// (bandwidth-optimal only); other collectives get no channels.
+struct SwingShape {
+    std::vector<int> dims;
+    std::vector<int> rank_at;
+    int channels = 2;
+};
+SwingShape swing_shape(const Topology &topology, int nranks);
+Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool latency_optimal);
+// Channel c's butterfly for `rank`: its label and its partner per step.
+HalvingDoublingPattern swing_pattern(const SwingShape &shape, int nranks, int rank, int channel);
+// Broadcast and reduce down (up) binomial trees of Swing's partners, one
+// per channel (swing_binomial.cpp); other collectives, or a root outside
+// 0..p-1, get no channels.
+Schedule build_swing_binomial(const CollectiveArgs &args, const SwingShape &shape);
 
 // Double binary tree: allreduce (reduce up, broadcast down, overlapped),
 // broadcast and reduce (both trees rooted at args.root). Two channels, one

@@ -27,216 +27,12 @@
 #include <algorithm>
 
 #include "builders.hpp"
+#include "butterfly.hpp"
 #include "cost_terms.hpp"
-#include "registry.hpp"
 #include "patterns.hpp"
-#include "step_list.hpp"
+#include "registry.hpp"
 
 namespace nnpccl {
-
-namespace {
-
-using Chunks = std::vector<ElemRange>;
-
-class HalvingDoubling {
-public:
-    HalvingDoubling(const CollectiveArgs &args, std::vector<Step> &out)
-        : args_(args), hd_(args.nranks, args.rank), steps_(out), chunk_(std::max<size_t>(1, args.chunk_elems)) {}
-
-    void allreduce();
-    void reduce_scatter();
-    void allgather();
-
-private:
-    bool blockwise() const { return args_.collective != Collective::Allreduce; }
-    // Where virtual rank v's share of the buffer starts: a balanced piece
-    // for allreduce, the blocks of the ranks it stands for otherwise.
-    size_t unit_begin(int v) const {
-        if (!blockwise())
-            return piece_begin(args_.count, static_cast<size_t>(hd_.active_count()), static_cast<size_t>(v));
-        return static_cast<size_t>(hd_.first_rank_of(v)) * args_.count;
-    }
-    Chunks chunks(size_t begin, size_t end) const { return chunked(begin, end, chunk_); }
-    // The shares of virtual ranks [lo, hi) as messages.
-    Chunks units(int lo, int hi) const { return chunks(unit_begin(lo), unit_begin(hi)); }
-    // Virtual rank v's share cut at its ranks' block boundaries, so that
-    // no message of the last halving round mixes two ranks' results.
-    Chunks blocks_of(int v) const {
-        Chunks out;
-        for (int q = hd_.first_rank_of(v); q < hd_.first_rank_of(v + 1); ++q) {
-            Chunks c = block_chunks(q);
-            out.insert(out.end(), c.begin(), c.end());
-        }
-        return out;
-    }
-    Chunks block_chunks(int q) const {
-        return chunks(static_cast<size_t>(q) * args_.count, static_cast<size_t>(q + 1) * args_.count);
-    }
-    // The virtual ranks whose shares the round of `mask` swaps during the
-    // doubling: ours gathered so far, and the partner's.
-    int group_start(int v, int mask) const { return v & ~(mask - 1); }
-
-    // Sends `outgoing` from `from` to `peer` while receiving `incoming` from
-    // it, alternating message by message: with both partners sending first,
-    // a single free slot per stream is enough for the swap to progress.
-    template <typename OnReceive>
-    void exchange(int peer, const Chunks &outgoing, Buf from, const Chunks &incoming, OnReceive on_receive) {
-        for (size_t i = 0; i < std::max(outgoing.size(), incoming.size()); ++i) {
-            if (i < outgoing.size())
-                steps_.add(kSend, -1, peer, BufRef{from, outgoing[i].begin}, {}, outgoing[i].size());
-            if (i < incoming.size()) on_receive(incoming[i]);
-        }
-    }
-
-    // Recursive halving from `local`; the receive of each chunk is emitted
-    // by reduce_chunk(chunk, partner, local, last_round).
-    template <typename ReduceChunk> void halving(Buf local, Buf accumulator, ReduceChunk reduce_chunk) {
-        const int v = hd_.virtual_rank();
-        int lo = 0, hi = hd_.active_count();
-        for (int mask = hd_.active_count() / 2; mask >= 1; mask /= 2) {
-            const int mid = lo + mask;
-            const bool upper = (v & mask) != 0;
-            const int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
-            const int give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
-            const bool last = mask == 1;
-            const int partner = hd_.exchange_partner(mask);
-            const Chunks give = last && blockwise() ? blocks_of(give_lo) : units(give_lo, give_hi);
-            const Chunks keep = last && blockwise() ? blocks_of(keep_lo) : units(keep_lo, keep_hi);
-            exchange(partner, give, local, keep, [&](const ElemRange &c) { reduce_chunk(c, partner, local, last); });
-            local = accumulator;
-            lo = keep_lo;
-            hi = keep_hi;
-        }
-    }
-
-    // Recursive doubling in the receive buffer; every chunk that arrives
-    // is forwarded to `forward_to` too when it is a rank.
-    void doubling(int forward_to) {
-        const int v = hd_.virtual_rank();
-        const uint8_t forward = forward_to >= 0 ? kSend : 0;
-        for (int mask = 1; mask < hd_.active_count(); mask *= 2) {
-            const int mine = group_start(v, mask), theirs = group_start(v ^ mask, mask);
-            const int partner = hd_.exchange_partner(mask);
-            auto receive = [&](const ElemRange &c) {
-                steps_.add(kRecv | kStore | forward, partner, forward_to, {}, BufRef{Buf::Recv, c.begin}, c.size());
-            };
-            exchange(partner, units(mine, mine + mask), Buf::Recv, units(theirs, theirs + mask), receive);
-        }
-    }
-
-    // An extra rank's side of doubling(): the same chunks, in the order its
-    // active rank forwards them.
-    void receive_doubling_from(int active) {
-        const int v = hd_.virtual_rank();
-        for (int mask = 1; mask < hd_.active_count(); mask *= 2) {
-            const int theirs = group_start(v ^ mask, mask);
-            for (const ElemRange &c : units(theirs, theirs + mask))
-                steps_.add(kRecv | kStore, active, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());
-        }
-    }
-
-    const CollectiveArgs &args_;
-    HalvingDoublingPattern hd_;
-    StepList steps_;
-    size_t chunk_;
-};
-
-void HalvingDoubling::allreduce() {
-    if (args_.nranks == 1) {
-        for (const ElemRange &c : chunks(0, args_.count))
-            steps_.add(kStore, -1, -1, BufRef{Buf::Send, c.begin}, BufRef{Buf::Recv, c.begin}, c.size(), true);
-        return;
-    }
-    const int partner = hd_.fold_partner();
-    if (hd_.is_extra()) {
-        for (const ElemRange &c : chunks(0, args_.count))
-            steps_.add(kSend, -1, partner, BufRef{Buf::Send, c.begin}, {}, c.size());
-        // The result comes back as the active rank finishes it: its own
-        // share from the last halving round, then each doubling round's.
-        const int v = hd_.virtual_rank();
-        for (const ElemRange &c : units(v, v + 1))
-            steps_.add(kRecv | kStore, partner, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());
-        receive_doubling_from(partner);
-        return;
-    }
-    Buf local = Buf::Send;
-    if (partner >= 0) {
-        for (const ElemRange &c : chunks(0, args_.count))
-            steps_.add(kRecv | kReduce | kStore, partner, -1, BufRef{Buf::Send, c.begin}, BufRef{Buf::Recv, c.begin},
-                       c.size());
-        local = Buf::Recv;
-    }
-    const uint8_t forward = partner >= 0 ? kSend : 0;
-    halving(local, Buf::Recv, [&](const ElemRange &c, int from, Buf operand, bool last) {
-        steps_.add(static_cast<uint8_t>(kRecv | kReduce | kStore | (last ? forward : 0)), from, partner,
-                   BufRef{operand, c.begin}, BufRef{Buf::Recv, c.begin}, c.size(), last);
-    });
-    doubling(partner);
-}
-
-void HalvingDoubling::reduce_scatter() {
-    const size_t block = args_.count;
-    const size_t mine = static_cast<size_t>(args_.rank) * block;
-    if (args_.nranks == 1) {
-        for (const ElemRange &c : chunks(0, block))
-            steps_.add(kStore, -1, -1, BufRef{Buf::Send, c.begin}, BufRef{Buf::Recv, c.begin}, c.size(), true);
-        return;
-    }
-    const size_t total = block * static_cast<size_t>(args_.nranks);
-    const int partner = hd_.fold_partner();
-    if (hd_.is_extra()) {
-        for (const ElemRange &c : chunks(0, total))
-            steps_.add(kSend, -1, partner, BufRef{Buf::Send, c.begin}, {}, c.size());
-        for (const ElemRange &c : block_chunks(args_.rank))
-            steps_.add(kRecv | kStore, partner, -1, {}, BufRef{Buf::Recv, c.begin - mine}, c.size());
-        return;
-    }
-    // Partial sums live in scratch: the receive buffer is one block, and in
-    // place it is part of the send buffer the exchanges still read.
-    Buf local = Buf::Send;
-    if (partner >= 0) {
-        for (const ElemRange &c : chunks(0, total))
-            steps_.add(kRecv | kReduce | kStore, partner, -1, BufRef{Buf::Send, c.begin},
-                       BufRef{Buf::Scratch, c.begin}, c.size());
-        local = Buf::Scratch;
-    }
-    halving(local, Buf::Scratch, [&](const ElemRange &c, int from, Buf operand, bool last) {
-        const BufRef src{operand, c.begin};
-        if (!last)
-            steps_.add(kRecv | kReduce | kStore, from, -1, src, BufRef{Buf::Scratch, c.begin}, c.size());
-        else if (c.begin >= mine && c.begin < mine + block)
-            steps_.add(kRecv | kReduce | kStore, from, -1, src, BufRef{Buf::Recv, c.begin - mine}, c.size(), true);
-        else // the extra rank's block, finished on its way there
-            steps_.add(kRecv | kReduce | kSend, from, partner, src, {}, c.size(), true);
-    });
-}
-
-void HalvingDoubling::allgather() {
-    const size_t block = args_.count;
-    const size_t mine = static_cast<size_t>(args_.rank) * block;
-    // In place, the send buffer already is our block of the receive buffer.
-    const uint8_t copy_own = args_.in_place ? 0 : kStore;
-    const int partner = hd_.fold_partner();
-    if (hd_.is_extra()) {
-        for (const ElemRange &c : block_chunks(args_.rank))
-            steps_.add(kSend | copy_own, -1, partner, BufRef{Buf::Send, c.begin - mine}, BufRef{Buf::Recv, c.begin},
-                       c.size());
-        for (const ElemRange &c : block_chunks(partner))
-            steps_.add(kRecv | kStore, partner, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());
-        receive_doubling_from(partner);
-        return;
-    }
-    if (partner >= 0)
-        for (const ElemRange &c : block_chunks(partner))
-            steps_.add(kRecv | kStore, partner, -1, {}, BufRef{Buf::Recv, c.begin}, c.size());
-    const uint8_t own = static_cast<uint8_t>(copy_own | (partner >= 0 ? kSend : 0));
-    if (own != 0)
-        for (const ElemRange &c : block_chunks(args_.rank))
-            steps_.add(own, -1, partner, BufRef{Buf::Send, c.begin - mine}, BufRef{Buf::Recv, c.begin}, c.size());
-    doubling(partner);
-}
-
-} // namespace
 
 Schedule build_halving_doubling(const CollectiveArgs &args) {
     Schedule sched;
@@ -245,14 +41,15 @@ Schedule build_halving_doubling(const CollectiveArgs &args) {
     if (coll != Collective::Allreduce && coll != Collective::ReduceScatter && coll != Collective::Allgather)
         return sched; // not served: see builders.hpp
     sched.channels.resize(1);
-    HalvingDoubling hd(args, sched.channels[0]);
+    const HalvingDoublingPattern pattern(args.nranks, args.rank);
+    const ButterflyPart whole{0, args.count};
     if (coll == Collective::Allreduce) {
-        hd.allreduce();
+        butterfly_allreduce(args, pattern, whole, sched.channels[0]);
     } else if (coll == Collective::ReduceScatter) {
         if (args.nranks > 1) sched.scratch_elems = args.count * static_cast<size_t>(args.nranks);
-        hd.reduce_scatter();
+        butterfly_reduce_scatter(args, pattern, whole, sched.channels[0]);
     } else {
-        hd.allgather();
+        butterfly_allgather(args, pattern, whole, sched.channels[0]);
     }
     return sched;
 }

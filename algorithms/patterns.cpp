@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "trees.hpp"
 
@@ -28,19 +29,30 @@ std::vector<ElemRange> chunked(size_t begin, size_t end, size_t most) {
     return pieces;
 }
 
-HalvingDoublingPattern::HalvingDoublingPattern(int nranks, int rank) {
+HalvingDoublingPattern::HalvingDoublingPattern(int nranks, int rank, ButterflyPairing pairing)
+    : pairing_(std::move(pairing)) {
     while (active_ * 2 <= nranks) {
         active_ *= 2;
         ++rounds_;
     }
     folded_ = nranks - active_;
+    int position = rank - folded_;
     if (rank < 2 * folded_) {
         extra_ = rank % 2 == 0;
         fold_partner_ = extra_ ? rank + 1 : rank - 1;
-        virtual_rank_ = rank / 2;
-    } else {
-        virtual_rank_ = rank - folded_;
+        position = rank / 2;
     }
+    virtual_rank_ = position;
+    const std::vector<int> &labels = pairing_.position_of_label;
+    for (size_t v = 0; v < labels.size(); ++v)
+        if (labels[v] == position) virtual_rank_ = static_cast<int>(v);
+}
+
+int HalvingDoublingPattern::exchange_partner(int mask) const {
+    if (pairing_.partner_by_bit.empty()) return active_rank(virtual_rank_ ^ mask);
+    int bit = 0;
+    while ((1 << bit) < mask) ++bit;
+    return active_rank_at(pairing_.partner_by_bit[static_cast<size_t>(bit)]);
 }
 
 DoubleTreePattern::DoubleTreePattern(int nranks, int root, int which, int rank) {

@@ -61,15 +61,26 @@ inline int ceil_log2(int n) {
 
 // Recursive halving-doubling on any number of ranks. The largest power of
 // two p2 <= p ranks take part in the log2(p2) exchanges; they are the
-// "active" ranks, numbered 0..p2-1 in rank order (their virtual ranks). The
-// r = p - p2 "extra" ranks 0, 2, ..., 2r-2 fold their data into the rank
-// just above them before the exchanges and get their result back from it
-// after, so virtual rank v < r stands for ranks 2v and 2v+1, and virtual
-// rank v >= r for rank v + r alone: the ranks a virtual rank stands for are
-// consecutive, and so are their blocks of a reduce-scatter or allgather.
+// "active" ranks, at positions 0..p2-1 in rank order. The r = p - p2
+// "extra" ranks 0, 2, ..., 2r-2 fold their data into the rank just above
+// them before the exchanges and get their result back from it after, so
+// position i < r stands for ranks 2i and 2i+1, and position i >= r for
+// rank i + r alone: the ranks a position stands for are consecutive.
+// Data is laid out by virtual rank (label): the shares a round swaps are
+// those of a run of labels. By default a label is its position and the
+// round of bit `mask` pairs labels that differ in that bit (Rabenseifner).
+// Another pairing (Swing's, swing.cpp) gives the labels' positions and this
+// rank's partner per round; it must split the labels as the bits do: in
+// the round of `mask`, a rank's partner's label agrees with its own above
+// that bit and differs in it.
+struct ButterflyPairing {
+    std::vector<int> position_of_label; // a permutation of 0..p2-1
+    std::vector<int> partner_by_bit;    // this rank's partner's position in the round of bit b
+};
+
 class HalvingDoublingPattern {
 public:
-    HalvingDoublingPattern(int nranks, int rank);
+    HalvingDoublingPattern(int nranks, int rank, ButterflyPairing pairing = {});
     int active_count() const { return active_; }
     // log2(active_count()): the exchanges of the halving, and of the doubling.
     int rounds() const { return rounds_; }
@@ -77,20 +88,28 @@ public:
     // The rank this one folds with: an extra's active rank, an active
     // rank's extra, or -1 for an active rank that stands for itself alone.
     int fold_partner() const { return fold_partner_; }
-    // The virtual rank of this rank (of its active rank, for an extra).
+    // The virtual rank (label) of this rank (of its active rank, for an extra).
     int virtual_rank() const { return virtual_rank_; }
     // The active rank with virtual rank v.
-    int active_rank(int v) const { return v < folded_ ? 2 * v + 1 : v + folded_; }
-    // The lowest rank that virtual rank v stands for; v = active_count() gives nranks.
-    int first_rank_of(int v) const { return v < folded_ ? 2 * v : v + folded_; }
+    int active_rank(int v) const { return active_rank_at(position(v)); }
+    // The ranks virtual rank v stands for: [first, last].
+    int first_rank_of(int v) const { return first_rank_at(position(v)); }
+    int last_rank_of(int v) const { return active_rank(v); }
     // The active rank this rank's active rank exchanges with in the round
     // whose virtual ranks differ in bit `mask`.
-    int exchange_partner(int mask) const { return active_rank(virtual_rank_ ^ mask); }
+    int exchange_partner(int mask) const;
 
 private:
+    int position(int v) const {
+        return pairing_.position_of_label.empty() ? v : pairing_.position_of_label[static_cast<size_t>(v)];
+    }
+    int active_rank_at(int i) const { return i < folded_ ? 2 * i + 1 : i + folded_; }
+    int first_rank_at(int i) const { return i < folded_ ? 2 * i : i + folded_; }
+
     int active_ = 1, rounds_ = 0, folded_ = 0;
     bool extra_ = false;
     int fold_partner_ = -1, virtual_rank_ = 0;
+    ButterflyPairing pairing_;
 };
 
 // A rank's place in one of the two binary trees (which = 0 or 1) of a

@@ -29,6 +29,9 @@ const AlgorithmInfo &torus2d_algorithm();
 const AlgorithmInfo &hierarchical_algorithm();
 const AlgorithmInfo &double_binary_tree_algorithm();
 const AlgorithmInfo &halving_doubling_algorithm();
+const AlgorithmInfo &swing_algorithm();
+const AlgorithmInfo &swing_latency_algorithm();
+const AlgorithmInfo &swing_binomial_algorithm();
 const AlgorithmInfo &direct_algorithm();
 const AlgorithmInfo &pairwise_algorithm();
 const AlgorithmInfo &p2p_algorithm();
@@ -42,6 +45,9 @@ const std::vector<AlgorithmInfo> &algorithm_registry() {
         hierarchical_algorithm(),
         double_binary_tree_algorithm(),
         halving_doubling_algorithm(),
+        swing_algorithm(),
+        swing_latency_algorithm(),
+        swing_binomial_algorithm(),
         direct_algorithm(),
         pairwise_algorithm(),
         p2p_algorithm(),

@@ -31,6 +31,15 @@ struct AlgorithmInfo {
     double (*predict_us)(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
     // The most channels its schedules use on the topology.
     int (*channels)(const Topology &topology);
+    // The elements per message its schedule for the call uses, where the
+    // algorithm picks them itself (at most args.chunk_elems); nullptr:
+    // args.chunk_elems.
+    size_t (*chunk_elems)(const CollectiveArgs &args, const Topology &topology) = nullptr;
+
+    // The elements per message of its schedule for the call.
+    size_t message_elems(const CollectiveArgs &args, const Topology &topology) const {
+        return chunk_elems != nullptr ? chunk_elems(args, topology) : args.chunk_elems;
+    }
 
     bool serves_collective(Collective c) const;
 };

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -498,6 +499,7 @@ int run(const Options &o) {
     const auto started = std::chrono::steady_clock::now();
     std::vector<std::string> notes;
     std::vector<std::pair<std::string, std::string>> not_applying;
+    std::map<std::string, size_t> own_chunk; // algorithms whose messages are smaller than --chunk: their largest
     uint64_t steps = 0, messages = 0, hops = 0;
     int status = 0;
     for (size_t bytes : sizes) {
@@ -536,6 +538,8 @@ int run(const Options &o) {
                 not_applying.push_back({cell.algorithm->name, cell.why_not});
                 continue;
             }
+            if (const size_t elems = cell.algorithm->message_elems(args, topology); elems != args.chunk_elems)
+                own_chunk[cell.algorithm->name] = std::max(own_chunk[cell.algorithm->name], elems * args.elem_size);
             work.emplace_back(cells.size() > 1 ? estimate_hops(network, *cell.algorithm, call) : 0,
                               [&cell, &network, &call, &options, &budget, &o, &topology, p] {
                                   std::unique_ptr<ChromeTrace> trace;
@@ -635,6 +639,8 @@ int run(const Options &o) {
     std::sort(not_applying.begin(), not_applying.end());
     not_applying.erase(std::unique(not_applying.begin(), not_applying.end()), not_applying.end());
     for (const auto &[name, why] : not_applying) std::printf("# %s does not apply: %s\n", name.c_str(), why.c_str());
+    for (const auto &[name, bytes] : own_chunk)
+        std::printf("# %s picks its own chunk: messages of at most %zu B\n", name.c_str(), bytes);
     if (!o.trace_path.empty() && status == 0)
         std::printf("# trace: %s, %llu step events (one per step)\n", o.trace_path.c_str(),
                     static_cast<unsigned long long>(steps));

@@ -1,4 +1,5 @@
-// The halving-doubling, double binary tree and 2D torus schedules, and the
+// The halving-doubling, Swing, double binary tree and 2D torus schedules, the
+// Swing binomial trees, and the
 // direct allgather and reduce-scatter, run by the simulation harness in
 // schedule_sim.hpp: for every collective each one serves, 1 to 8 ranks, in
 // and out of place, empty to large counts, float32 sum and avg and int32
@@ -69,6 +70,27 @@ Builder scrambled_torus(int x, int y) {
     return [x, y, grid](const CollectiveArgs &args) { return build_torus2d(args, x, y, grid); };
 }
 
+// Swing on one ring of p ranks (folded to a power of two), `channels` channels.
+Builder swing_ring(int channels, bool latency_optimal) {
+    return [channels, latency_optimal](const CollectiveArgs &args) {
+        SwingShape shape;
+        shape.channels = channels;
+        return build_swing(args, shape, latency_optimal);
+    };
+}
+
+// Swing on a torus of `dims` (powers of two), ranks placed at the torus
+// indices in rank order or scrambled, two channels per dimension.
+Builder swing_torus(std::vector<int> dims, bool scrambled, bool latency_optimal) {
+    SwingShape shape;
+    int n = 1;
+    for (int d : dims) n *= d;
+    shape.dims = dims;
+    shape.channels = 2 * static_cast<int>(dims.size());
+    for (int i = 0; i < n; ++i) shape.rank_at.push_back(scrambled ? (i * 5 + 3) % n : i);
+    return [shape, latency_optimal](const CollectiveArgs &args) { return build_swing(args, shape, latency_optimal); };
+}
+
 // Floats whose sums round differently in different orders: the same
 // spread of magnitudes and signs on every rank, different values.
 void write_awkward_floats(int rank, void *send, size_t elems) {
@@ -100,6 +122,58 @@ TEST_CASE("halving-doubling is bit-exact and deadlock-free on any rank count", "
     const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
     check_grid("halving_doubling", build_halving_doubling,
                {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather}, ranks, root_zero);
+}
+
+TEST_CASE("swing is bit-exact and deadlock-free on any rank count, one channel or two", "[schedules][library]") {
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    for (int channels : {1, 2}) {
+        check_grid("swing", swing_ring(channels, false),
+                   {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather}, ranks, root_zero);
+        check_grid("swing_latency", swing_ring(channels, true), {Collective::Allreduce}, ranks, root_zero);
+    }
+}
+
+TEST_CASE("swing is bit-exact on 2D and 3D tori, in rank order or not", "[schedules][library]") {
+    const std::vector<std::vector<int>> shapes = {{2, 2}, {4, 2}, {2, 4}, {2, 2, 2}};
+    for (const auto &dims : shapes)
+        for (bool scrambled : {false, true}) {
+            const int n = dims[0] * dims[1] * (dims.size() > 2 ? dims[2] : 1);
+            check_grid("swing torus", swing_torus(dims, scrambled, false),
+                       {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather}, {n}, root_zero);
+            check_grid("swing_latency torus", swing_torus(dims, scrambled, true), {Collective::Allreduce}, {n},
+                       root_zero);
+        }
+}
+
+TEST_CASE("swing binomial trees are bit-exact and deadlock-free from every root, on a ring or a torus",
+          "[schedules][library]") {
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    auto ring_tree = [](int channels) {
+        return [channels](const CollectiveArgs &args) {
+            SwingShape shape;
+            shape.channels = channels;
+            return build_swing_binomial(args, shape);
+        };
+    };
+    for (auto root_for : {root_zero, root_inside, root_last}) {
+        check_grid("swing_binomial", ring_tree(2), {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
+        for (const auto &dims : std::vector<std::vector<int>>{{4, 2}, {2, 2, 2}}) {
+            SwingShape shape;
+            shape.dims = dims;
+            shape.channels = 2 * static_cast<int>(dims.size());
+            for (int i = 0; i < 8; ++i) shape.rank_at.push_back((i * 5 + 3) % 8);
+            check_grid(
+                "swing_binomial torus",
+                [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); },
+                {Collective::Broadcast, Collective::Reduce}, {8}, root_for);
+        }
+    }
+    for (int p : {3, 5, 6, 7})
+        for (int root = 0; root < p; ++root)
+            for (Collective coll : {Collective::Broadcast, Collective::Reduce}) {
+                INFO(collective_name(coll) << " p=" << p << " root=" << root);
+                CHECK(simulate(make_shape(coll, p, 61, false, root, NNPCCL_FLOAT32, NNPCCL_AVG), ring_tree(1), 4) == 0);
+            }
 }
 
 TEST_CASE("direct allgather and reduce-scatter are bit-exact and deadlock-free on any rank count",
@@ -152,6 +226,20 @@ TEST_CASE("halving-doubling, the trees and direct progress with a single slot pe
             for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM), build_halving_doubling,
                                3, 1) == 0);
+            // Swing sends a message ahead of each receive: two slots.
+            for (Collective coll : {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather})
+                CHECK(simulate(make_shape(coll, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM), swing_ring(2, false), 3,
+                               2) == 0);
+            CHECK(simulate(make_shape(Collective::Allreduce, p, 97, in_place, 0, NNPCCL_INT32, NNPCCL_SUM),
+                           swing_ring(2, true), 3, 1) == 0);
+            for (Collective coll : {Collective::Broadcast, Collective::Reduce}) {
+                SwingShape shape;
+                shape.channels = 2;
+                CHECK(simulate(
+                          make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
+                          [shape](const CollectiveArgs &args) { return build_swing_binomial(args, shape); }, 3,
+                          1) == 0);
+            }
             for (Collective coll : {Collective::Allreduce, Collective::Broadcast, Collective::Reduce})
                 CHECK(simulate(make_shape(coll, p, 97, in_place, root_last(p), NNPCCL_INT32, NNPCCL_SUM),
                                build_double_binary_tree, 3, 1) == 0);
@@ -190,7 +278,14 @@ TEST_CASE("every rank of an allreduce gets the same bits when the order of a flo
                 for (bool in_place : {false, true}) {
                     check_same_bits_everywhere("halving_doubling", build_halving_doubling, p, count, in_place, op);
                     check_same_bits_everywhere("double_binary_tree", build_double_binary_tree, p, count, in_place, op);
+                    check_same_bits_everywhere("swing", swing_ring(2, false), p, count, in_place, op);
+                    check_same_bits_everywhere("swing_latency", swing_ring(2, true), p, count, in_place, op);
                 }
+    for (bool in_place : {false, true}) {
+        check_same_bits_everywhere("swing torus", swing_torus({4, 2}, true, false), 8, 1000, in_place, NNPCCL_SUM);
+        check_same_bits_everywhere("swing_latency torus", swing_torus({2, 4}, true, true), 8, 1000, in_place,
+                                   NNPCCL_SUM);
+    }
     for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}})
         for (bool in_place : {false, true})
             check_same_bits_everywhere("torus2d", torus(g.first, g.second), g.first * g.second, 1000, in_place,

@@ -1,0 +1,383 @@
+// Swing allreduce (De Sensi, Bonato, Saam, Hoefler, "Swing: Short-cutting
+// Rings for Higher Bandwidth Allreduce", NSDI 2024): recursive halving and
+// doubling (butterfly.hpp) whose partners, on a torus, are short hops
+// away. In step s rank r exchanges with
+//
+//   r + ρ(s) when r is even, r - ρ(s) when odd (mod the ring's size),
+//   ρ(s) = Σ_{i=0..s} (-2)^i = 1, -1, 3, -5, 11, -21, ...
+//
+// so the steps' partners are |ρ(s)| = 1, 1, 3, 5, 11, ... hops away, about
+// 2/3 of recursive doubling's 1, 2, 4, 8, 16: the halving's first, largest
+// exchange goes one hop. On a torus the steps take the dimensions in turn
+// (each ring's coordinate swings by ρ of that dimension's own step count),
+// and 2D channels, each 1/(2D) of the data, start on a different dimension,
+// half of them mirrored (-ρ for even, +ρ for odd), so every port of a chip
+// carries bytes in every step. Each dimension must be a power of two;
+// otherwise (and off a torus) the ranks are one ring, and the ranks beyond
+// the largest power of two fold into a neighbour first as in
+// halving_doubling.cpp. On the host (`flat`) there is one channel: the
+// links share one memory system.
+//
+// p ranks, n bytes, D dimensions, a step's partner d_s hops away:
+//   swing (bandwidth-optimal) allreduce
+//                  2·log2(p)·α + Σ_s 2·d_s·α_hop + 2(p-1)/p·nβ/(2D ports) + (p-1)/p·nγ
+//                  (a round's bytes through the links the channels' routes
+//                  share: concurrent(); step s carries n/2^(s+1) per rank)
+//   reduce-scatter, allgather  half of that
+//   swing_latency  log2(p)·α + Σ_s d_s·α_hop + log2(p)·nβ/(2D) + log2(p)·nγ
+//                  (recursive doubling of the whole vector: the fewest
+//                  rounds and hops, every round carrying all of it)
+//
+// The swing pairing is not a hypercube (partners of different steps do not
+// commute), but its groups are: the ranks a rank reaches in steps s..L-1
+// form a partition refined step by step (the paper's proof), so labelling
+// each rank by the side of its group it falls on at each step gives the
+// butterfly's data layout, and each rank's partner per step is Swing's.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+#include "builders.hpp"
+#include "butterfly.hpp"
+#include "cost_terms.hpp"
+#include "registry.hpp"
+
+namespace nnpccl {
+
+namespace {
+
+// Two messages in flight per exchange: a link stays busy while its rank
+// reduces the message before (the two slots every transport keeps).
+constexpr size_t kSwingSendsAhead = 1;
+// Every step of the butterfly waits for the step before to end, so each
+// pays its first message's transfer once more; on nnpt-pod32 and
+// nnpt-pod1024 the simulator (ccl-sim --chunk) has 128 KiB messages
+// fastest from 4 MiB up, 64 KiB within 1% and 512 KiB up to a third slower.
+constexpr size_t kSwingChunkBytes = 128 * 1024;
+
+int log2_exact(int n) {
+    int k = 0;
+    while ((1 << k) < n) ++k;
+    return (1 << k) == n ? k : -1;
+}
+
+int swing_rho(int s) {
+    int rho = 0, term = 1;
+    for (int i = 0; i <= s; ++i, term *= -2) rho += term;
+    return rho;
+}
+
+struct SwingStep {
+    int dim;
+    int s; // the step's count within its dimension
+};
+
+// Round robin over the dimensions from `start`, each as many steps as its
+// log2 size.
+std::vector<SwingStep> swing_steps(const std::vector<int> &dims, int start) {
+    const int d = static_cast<int>(dims.size());
+    std::vector<int> left(dims.size()), done(dims.size(), 0);
+    for (size_t i = 0; i < dims.size(); ++i) left[i] = log2_exact(dims[i]);
+    std::vector<SwingStep> steps;
+    for (bool any = true; any;) {
+        any = false;
+        for (int k = 0; k < d; ++k) {
+            const auto i = static_cast<size_t>((start + k) % d);
+            if (done[i] == left[i]) continue;
+            steps.push_back({static_cast<int>(i), done[i]++});
+            any = true;
+        }
+    }
+    return steps;
+}
+
+// The torus index (coordinates, first dimension fastest) of `index`'s partner.
+int swing_peer(int index, SwingStep step, const std::vector<int> &dims, bool mirrored) {
+    int stride = 1;
+    for (int i = 0; i < step.dim; ++i) stride *= dims[static_cast<size_t>(i)];
+    const int size = dims[static_cast<size_t>(step.dim)];
+    const int c = index / stride % size;
+    const int sign = ((c % 2 == 0) != mirrored) ? 1 : -1;
+    const int moved = ((c + sign * swing_rho(step.s)) % size + size) % size;
+    return index + (moved - c) * stride;
+}
+
+// Each torus index's label: bit L-1-s says on which side of its step-s
+// group it is (the half whose lowest index is larger); returned as the
+// index of each label. Computed once per torus shape and channel.
+std::vector<int> swing_index_of_label(const std::vector<int> &dims, int start, bool mirrored) {
+    static std::mutex lock;
+    static std::map<std::vector<int>, std::vector<int>> cache;
+    std::vector<int> key = dims;
+    key.push_back(start);
+    key.push_back(mirrored ? 1 : 0);
+    const std::lock_guard<std::mutex> hold(lock);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    const std::vector<SwingStep> steps = swing_steps(dims, start);
+    const int n = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<int>());
+    const int rounds = static_cast<int>(steps.size());
+    std::vector<int> lowest(static_cast<size_t>(n)), label(static_cast<size_t>(n), 0);
+    std::iota(lowest.begin(), lowest.end(), 0);
+    for (int s = rounds - 1; s >= 0; --s) {
+        std::vector<int> merged(lowest);
+        for (int x = 0; x < n; ++x) {
+            const auto q = static_cast<size_t>(swing_peer(x, steps[static_cast<size_t>(s)], dims, mirrored));
+            const auto me = static_cast<size_t>(x);
+            if (lowest[q] < lowest[me]) label[me] |= 1 << (rounds - 1 - s);
+            merged[me] = std::min(lowest[me], lowest[q]);
+        }
+        lowest.swap(merged);
+    }
+    std::vector<int> index_of_label(static_cast<size_t>(n));
+    for (int x = 0; x < n; ++x) index_of_label[static_cast<size_t>(label[static_cast<size_t>(x)])] = x;
+    return cache.emplace(key, index_of_label).first->second;
+}
+
+} // namespace
+
+SwingShape swing_shape(const Topology &t, int nranks) {
+    SwingShape shape;
+    const RankGrid *grid = t.torus();
+    const bool flat = t.machine().shape() == Shape::Flat;
+    if (!flat && grid != nullptr && grid->x * grid->y == nranks && log2_exact(grid->x) >= 0 &&
+        log2_exact(grid->y) >= 0) {
+        for (int d : {grid->x, grid->y})
+            if (d > 1) shape.dims.push_back(d);
+        shape.rank_at = grid->rank_at;
+    }
+    shape.channels = flat ? 1 : 2 * std::max<int>(1, static_cast<int>(shape.dims.size()));
+    return shape;
+}
+
+// The pattern of channel c: on the torus the positions are the ranks (no
+// rank folds), on one ring the active ranks' positions.
+HalvingDoublingPattern swing_pattern(const SwingShape &shape, int nranks, int rank, int channel) {
+    const HalvingDoublingPattern plain(nranks, rank);
+    const int active = plain.active_count();
+    if (active <= 1) return plain;
+    const bool torus = !shape.dims.empty();
+    const std::vector<int> dims = torus ? shape.dims : std::vector<int>{active};
+    const int start = channel / 2 % static_cast<int>(dims.size());
+    const bool mirrored = channel % 2 == 1;
+    std::vector<int> index_of_label = swing_index_of_label(dims, start, mirrored);
+    int index = plain.virtual_rank();
+    if (torus) {
+        index = static_cast<int>(std::find(shape.rank_at.begin(), shape.rank_at.end(), rank) - shape.rank_at.begin());
+        for (int &i : index_of_label) i = shape.rank_at[static_cast<size_t>(i)];
+    }
+    const std::vector<SwingStep> steps = swing_steps(dims, start);
+    const int rounds = static_cast<int>(steps.size());
+    ButterflyPairing pairing;
+    pairing.partner_by_bit.resize(static_cast<size_t>(rounds));
+    for (int s = 0; s < rounds; ++s) {
+        const int peer = swing_peer(index, steps[static_cast<size_t>(s)], dims, mirrored);
+        pairing.partner_by_bit[static_cast<size_t>(rounds - 1 - s)] =
+            torus ? shape.rank_at[static_cast<size_t>(peer)] : peer;
+    }
+    pairing.position_of_label = std::move(index_of_label);
+    return HalvingDoublingPattern(nranks, rank, std::move(pairing));
+}
+
+Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool latency_optimal) {
+    Schedule sched;
+    sched.algorithm = latency_optimal ? "swing_latency" : "swing";
+    const Collective coll = args.collective;
+    const bool blockwise = coll == Collective::ReduceScatter || coll == Collective::Allgather;
+    if (coll != Collective::Allreduce && !(blockwise && !latency_optimal)) return sched; // not served
+    const auto channels = static_cast<size_t>(std::max(1, shape.channels));
+    sched.channels.resize(channels);
+    if (coll == Collective::ReduceScatter && args.nranks > 1)
+        sched.scratch_elems = args.count * static_cast<size_t>(args.nranks);
+    if (latency_optimal && args.nranks > 1) sched.scratch_elems = 2 * args.count;
+    for (size_t c = 0; c < channels; ++c) {
+        const HalvingDoublingPattern pattern = swing_pattern(shape, args.nranks, args.rank, static_cast<int>(c));
+        // Channel c takes piece c of the data (of each block, block-wise).
+        const size_t lo = piece_begin(args.count, channels, c);
+        const ButterflyPart part{lo, lo + piece_size(args.count, channels, c), kSwingSendsAhead};
+        std::vector<Step> &out = sched.channels[c];
+        if (coll == Collective::ReduceScatter)
+            butterfly_reduce_scatter(args, pattern, part, out);
+        else if (coll == Collective::Allgather)
+            butterfly_allgather(args, pattern, part, out);
+        else if (latency_optimal)
+            butterfly_doubling_allreduce(args, pattern, part, out);
+        else
+            butterfly_allreduce(args, pattern, part, out);
+    }
+    return sched;
+}
+
+// Its entries in the registry (registry.cpp): the cost, how it is built on
+// a topology and how many channels it takes.
+namespace {
+
+// The rank at position x of channel c's pairing, and its partner in step s.
+struct SwingRoutes {
+    const SwingShape &shape;
+    const HalvingDoublingPattern plain;
+    std::vector<int> dims;
+
+    SwingRoutes(const SwingShape &s, int p) : shape(s), plain(p, 0) {
+        dims = shape.dims.empty() ? std::vector<int>{plain.active_count()} : shape.dims;
+    }
+    int rank_at(int x) const {
+        return shape.dims.empty() ? plain.active_rank(x) : shape.rank_at[static_cast<size_t>(x)];
+    }
+    // Every active rank's transfer to its partner in step s of each channel.
+    std::vector<Flow> step(int s, double bytes) const {
+        std::vector<Flow> flows;
+        for (int c = 0; c < shape.channels; ++c) {
+            const int start = c / 2 % static_cast<int>(dims.size());
+            const SwingStep at = swing_steps(dims, start)[static_cast<size_t>(s)];
+            for (int x = 0; x < plain.active_count(); ++x)
+                flows.push_back({rank_at(x), rank_at(swing_peer(x, at, dims, c % 2 == 1)), bytes});
+        }
+        return flows;
+    }
+};
+
+// Per step s of the L = log2 p2 (in both phases, or once for the latency
+// variant, and for reduce-scatter and allgather): every channel's
+// transfers at once, at the longest route's latency plus the bytes through
+// the busiest link or port (concurrent()); on the host each message's α
+// as well. The r = p - p2 extra ranks fold in and out as in
+// halving_doubling.cpp.
+double predict_swing(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs, bool latency_optimal) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const SwingShape shape = swing_shape(t, p);
+    const SwingRoutes routes_of(shape, p);
+    const int active = routes_of.plain.active_count(), extras = p - active, rounds = routes_of.plain.rounds();
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const double share = total / shape.channels;
+    const bool host = t.machine().shape() == Shape::Flat;
+    std::vector<std::vector<Flow>> steps;
+    std::vector<Flow> every;
+    for (int s = 0; s < rounds; ++s) {
+        steps.push_back(routes_of.step(s, latency_optimal ? share : share / (2 << s)));
+        every.insert(every.end(), steps.back().begin(), steps.back().end());
+    }
+    std::vector<Flow> fold_in, fold_out;
+    for (int v = 0; v < extras; ++v) {
+        fold_in.push_back({2 * v, 2 * v + 1, 0});
+        fold_out.push_back({2 * v + 1, 2 * v, 0});
+    }
+    every.insert(every.end(), fold_in.begin(), fold_in.end());
+    every.insert(every.end(), fold_out.begin(), fold_out.end());
+    RouteTable routes(t);
+    routes.trace(every);
+    // On the host every message's α is the rank's work. On a machine a
+    // round's messages stream behind the first (its route's latency, its
+    // transfer and its reduction), kSwingSendsAhead + 1 in flight, so the
+    // busiest link sets their pace unless a message's round trip is longer.
+    // A reduce-scatter or allgather step sends each rank's block part
+    // apart where they do not touch (the labels are not in rank order, and
+    // with several channels each takes a part of every block).
+    auto time_us = [&](const std::vector<Flow> &flows, double runs) {
+        if (flows.empty()) return 0.0;
+        const FlowCost cost = concurrent(t, flows, &routes);
+        const double count = std::max(runs, messages(flows.front().bytes, chunk));
+        if (host) return count * cost.latency_us + cost.transfer_us;
+        const double each = cost.transfer_us / count;
+        const double reduce_us = with_reduction(t, inputs, args.elem_size, 0, flows.front().bytes / count);
+        const double round_trip = each + cost.latency_us + reduce_us;
+        const double pace = std::max(each, round_trip / static_cast<double>(kSwingSendsAhead + 1));
+        return round_trip + (count - 1) * pace;
+    };
+    const bool both_phases = args.collective == Collective::Allreduce && !latency_optimal;
+    double us = 0;
+    const bool blockwise = args.collective != Collective::Allreduce;
+    for (int s = 0; s < rounds; ++s) {
+        const double runs = blockwise && total > 0 ? static_cast<double>(active >> (s + 1)) : 1;
+        us += (both_phases ? 2 : 1) * time_us(steps[static_cast<size_t>(s)], runs);
+    }
+    const bool reduces = args.collective != Collective::Allgather;
+    double reduced = !reduces ? 0 : latency_optimal ? rounds * total : (active - 1.0) / active * total;
+    if (extras > 0) {
+        const double in = args.collective == Collective::Allgather ? total / p : total;
+        const double back = args.collective == Collective::Allreduce       ? total
+                            : args.collective == Collective::ReduceScatter ? total / p
+                                                                           : (p - 1.0) / p * total;
+        for (Flow &f : fold_in) f.bytes = in / shape.channels;
+        for (Flow &f : fold_out) f.bytes = (host ? back : std::min(back, chunk * shape.channels)) / shape.channels;
+        us += time_us(fold_in, 1) + time_us(fold_out, 1);
+        if (reduces) reduced += total;
+    }
+    return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, us, reduced));
+}
+
+// The call as Swing runs it: on a machine of links in messages of at most
+// kSwingChunkBytes, so that a step's first message, which the step waits
+// for before the next begins, is short (swing.cpp's header).
+CollectiveArgs with_swing_chunk(const CollectiveArgs &args, const Topology &t) {
+    CollectiveArgs out = args;
+    if (t.machine().shape() != Shape::Flat)
+        out.chunk_elems = std::min(std::max<size_t>(1, args.chunk_elems),
+                                   std::max<size_t>(1, kSwingChunkBytes / std::max<size_t>(1, args.elem_size)));
+    return out;
+}
+
+size_t chunk_on(const CollectiveArgs &args, const Topology &t) { return with_swing_chunk(args, t).chunk_elems; }
+
+double predict_bandwidth_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    return predict_swing(with_swing_chunk(args, t), t, inputs, false);
+}
+
+double predict_latency_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    return predict_swing(with_swing_chunk(args, t), t, inputs, true);
+}
+
+Schedule build_bandwidth(const CollectiveArgs &args, const Topology &t) {
+    return build_swing(with_swing_chunk(args, t), swing_shape(t, args.nranks), false);
+}
+
+Schedule build_latency(const CollectiveArgs &args, const Topology &t) {
+    return build_swing(with_swing_chunk(args, t), swing_shape(t, args.nranks), true);
+}
+
+int channels_on(const Topology &t) { return swing_shape(t, t.nranks()).channels; }
+
+bool applies_off_host(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
+    if (t.machine().shape() != Shape::Flat) return applies_with_valid_root(args, t, why_not);
+    if (why_not != nullptr)
+        *why_not = "needs a machine of chips and links (a torus, ring or mesh preset or file), not the host model '" +
+                   t.name() + "', where halving_doubling and direct are its equals";
+    return false;
+}
+
+} // namespace
+
+const AlgorithmInfo &swing_algorithm() {
+    static const AlgorithmInfo info{
+        "swing",
+        "Swing (bandwidth-optimal): recursive halving then doubling with partners 1, 1, 3, 5, 11, ... hops away, "
+        "the dimensions of a torus in turn, 2 channels per dimension (one mirrored) so every port works; "
+        "reduce-scatter and allgather are its halves",
+        "",
+        {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather},
+        build_bandwidth,
+        applies_with_valid_root,
+        predict_bandwidth_us,
+        channels_on,
+        chunk_on};
+    return info;
+}
+
+const AlgorithmInfo &swing_latency_algorithm() {
+    static const AlgorithmInfo info{
+        "swing_latency",
+        "Swing (latency-optimal): recursive doubling of the whole vector with Swing's partners, log2 p messages "
+        "of about 2/3 the hops of recursive doubling's, one channel per torus port",
+        "a machine of chips and links, not the host model",
+        {Collective::Allreduce},
+        build_latency,
+        applies_off_host,
+        predict_latency_us,
+        channels_on,
+        chunk_on};
+    return info;
+}
+
+} // namespace nnpccl
