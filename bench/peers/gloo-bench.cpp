@@ -198,13 +198,7 @@ int run_rank(const Options &opts, int rank, int nranks, const std::string &store
                          kHost + "), " + std::to_string(nranks) + " ranks",
                      opts);
         for (size_t bytes : size_series(opts)) {
-            const Case c{opts.collective,
-                         opts.op,
-                         opts.dtype,
-                         rank,
-                         nranks,
-                         opts.root,
-                         layout_for(opts.collective, bytes, info(opts.dtype).size, nranks)};
+            const Case c = case_for(opts, rank, nranks, bytes);
             with_type(opts.dtype, [&](auto type) { run_row<decltype(type)>(context, opts, c, report); });
         }
         const int status = report.finish();

@@ -167,13 +167,7 @@ int main(int argc, char **argv) {
     report.begin("mpi-bench: " + library_version() + ", " + std::to_string(nranks) + " ranks", opts);
     int status = 0;
     for (size_t bytes : size_series(opts)) {
-        const Case c{opts.collective,
-                     opts.op,
-                     opts.dtype,
-                     rank,
-                     nranks,
-                     opts.root,
-                     layout_for(opts.collective, bytes, info(opts.dtype).size, nranks)};
+        const Case c = case_for(opts, rank, nranks, bytes);
         if (c.layout.buffer_count > static_cast<size_t>(INT_MAX)) {
             if (rank == 0)
                 std::fprintf(stderr, "mpi-bench: %zu bytes is more elements than an MPI count holds\n", bytes);

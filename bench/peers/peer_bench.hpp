@@ -14,3 +14,18 @@
 #include "peer_options.hpp"
 #include "peer_report.hpp"
 #include "peer_types.hpp"
+
+namespace peer_bench {
+
+// The row of `bytes` on this rank, as every peer runs it.
+inline Case case_for(const Options &opts, int rank, int nranks, size_t bytes) {
+    return Case{opts.collective,
+                opts.op,
+                opts.dtype,
+                rank,
+                nranks,
+                opts.root,
+                layout_for(opts.collective, bytes, info(opts.dtype).size, nranks)};
+}
+
+} // namespace peer_bench

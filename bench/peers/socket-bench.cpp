@@ -258,13 +258,7 @@ int run_rank(const Options &opts, int rank, const Link &link) {
         report.begin("socket-bench: send() and recv() over 127.0.0.1, a connection each way, no library, 2 ranks",
                      opts);
         for (size_t bytes : size_series(opts)) {
-            const Case c{opts.collective,
-                         opts.op,
-                         opts.dtype,
-                         rank,
-                         2,
-                         opts.root,
-                         layout_for(opts.collective, bytes, info(opts.dtype).size, 2)};
+            const Case c = case_for(opts, rank, 2, bytes);
             with_type(opts.dtype, [&](auto type) {
                 using T = decltype(type);
                 Buffers<T> buffers(c.layout);
