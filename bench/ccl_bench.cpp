@@ -1,20 +1,18 @@
 // ccl-bench: measures nnpccl's collectives the way nccl-tests measures
 // NCCL, with the same flags and the same table, so existing habits and
 // parsers work. Run `ccl-bench --help`.
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "check_data.hpp"
+#include "command_line.hpp"
 #include "explain.hpp"
 #include "local_launch.hpp"
 #include "nnpccl.h"
 #include "nnpccl_inspect.h"
-#include "parse_size.hpp"
 #include "soak.hpp"
 #include "sweep.hpp"
 
@@ -42,39 +40,7 @@ const char kFooter[] =
     "alltoall (size: the whole buffer of n blocks), 1 otherwise.";
 
 // One line, exit status 2: scripts tell a usage error from a failed run (1).
-[[noreturn]] void usage_error(const std::string &why) {
-    std::fprintf(stderr, "ccl-bench: %s (see ccl-bench --help)\n", why.c_str());
-    std::exit(2);
-}
-
-// Sizes read as nnpccl reads them (8, 64K, 4M, 1G); the option then gets
-// plain bytes.
-CLI::Validator size_value() {
-    return CLI::Validator(
-        [](std::string &text) {
-            std::optional<size_t> bytes = nnpccl_bench::parse_size(text);
-            if (!bytes) return text + " is not a size (bytes, or with a K, M or G suffix)";
-            text = std::to_string(*bytes);
-            return std::string();
-        },
-        "");
-}
-
-// CLI11 reads integers in any base ("010" is 8, "0x10" 16); these flags have
-// always been decimal, so the value is read here and handed on canonical.
-CLI::Validator whole_number(long min) {
-    return CLI::Validator(
-        [min](std::string &text) {
-            errno = 0;
-            char *end = nullptr;
-            long v = std::strtol(text.c_str(), &end, 10);
-            if (text.empty() || *end != '\0' || errno != 0 || v < min || v > 1 << 30)
-                return text + " is not a whole number >= " + std::to_string(min);
-            text = std::to_string(v);
-            return std::string();
-        },
-        "");
-}
+const nnpccl_tools::Usage kUsage("ccl-bench", "ccl-bench --help");
 
 const CollInfo *find_collective(const std::string &name) {
     for (const CollInfo &c : kColls)
@@ -82,21 +48,27 @@ const CollInfo *find_collective(const std::string &name) {
     return nullptr;
 }
 
-Options parse_options(int argc, char **argv) {
+bool read_datatype(const char *text, nnpccl_datatype_t *out) {
+    return nnpccl_datatype_from_name(text, out) == NNPCCL_SUCCESS;
+}
+bool read_redop(const char *text, nnpccl_redop_t *out) { return nnpccl_redop_from_name(text, out) == NNPCCL_SUCCESS; }
+
+// The command line as given, before it becomes Options.
+struct CommandLine {
     Options o;
     std::string coll_name, algo, topo, transport;
     int check = 1, soak_seconds = 0;
     bool list_algos = false;
+    const CLI::Option *factor = nullptr; // -f, to tell whether it was given
+};
 
-    CLI::App app{kDescription, "ccl-bench"};
-    app.footer(kFooter);
-    app.get_formatter()->column_width(26);
-    // The last of a repeated flag wins, as it always has: scripts append overrides.
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-
+// The sweep as nccl-tests takes it: the collective, sizes, iterations,
+// checking, datatype, op, root and JSON output.
+void add_sweep_options(CLI::App &app, CommandLine *cl) {
+    Options &o = cl->o;
     std::string names;
     for (const CollInfo &c : kColls) names += std::string(names.empty() ? "" : ", ") + c.name;
-    app.add_option("COLLECTIVE", coll_name,
+    app.add_option("COLLECTIVE", cl->coll_name,
                    "allreduce | reduce_scatter | allgather | broadcast | reduce | gather |\n"
                    "scatter | alltoall | sendrecv (each rank sends to rank+1 and receives\n"
                    "from rank-1 at once; it has no in-place form: those columns say N/A)")
@@ -106,67 +78,47 @@ Options parse_options(int argc, char **argv) {
             },
             ""))
         ->type_name("NAME");
-    app.add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes (K, M, G suffixes), default 32M")
-        ->transform(size_value())
-        ->type_name("SIZE");
-    app.add_option("-e,--maxbytes", o.max_bytes, "largest size, default 32M")->transform(size_value())->type_name("SIZE");
-    CLI::Option *factor = app.add_option("-f,--stepfactor", o.step_factor,
-                                         "multiply the size by this each step, default 1 (2 when -e > -b)")
-                              ->transform(whole_number(1))
-                              ->type_name("N");
-    app.add_option("-i,--stepbytes", o.step_bytes, "add this many bytes each step instead")
-        ->transform(size_value())
-        ->type_name("SIZE");
+    cl->factor = nnpccl_tools::add_sweep_options(app, &o.sizes);
     app.add_option("-n,--iters", o.iters, "timed iterations per size, default 20")
-        ->transform(whole_number(1))
+        ->transform(nnpccl_tools::whole_number(1))
         ->type_name("N");
     app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first, default 5")
-        ->transform(whole_number(0))
+        ->transform(nnpccl_tools::whole_number(0))
         ->type_name("N");
-    app.add_option("-c,--check", check, "1: verify every result bit for bit (default), 0: do not")
-        ->transform(whole_number(0))
+    app.add_option("-c,--check", cl->check, "1: verify every result bit for bit (default), 0: do not")
+        ->transform(nnpccl_tools::whole_number(0))
         ->type_name("0|1");
-    app.add_option_function<std::string>(
-           "-d,--datatype", [&o](const std::string &name) { nnpccl_datatype_from_name(name.c_str(), &o.dt); },
-           "int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double")
-        ->check(CLI::Validator(
-            [](std::string &name) {
-                nnpccl_datatype_t dt;
-                return nnpccl_datatype_from_name(name.c_str(), &dt) == NNPCCL_SUCCESS ? std::string() : "unknown datatype '" + name + "'";
-            },
-            ""))
-        ->type_name("TYPE");
-    app.add_option_function<std::string>(
-           "-o,--op", [&o](const std::string &name) { nnpccl_redop_from_name(name.c_str(), &o.op); },
-           "sum prod min max avg")
-        ->check(CLI::Validator(
-            [](std::string &name) {
-                nnpccl_redop_t op;
-                return nnpccl_redop_from_name(name.c_str(), &op) == NNPCCL_SUCCESS ? std::string() : "unknown op '" + name + "'";
-            },
-            ""))
-        ->type_name("OP");
+    nnpccl_tools::add_parsed(app, "-d,--datatype", &o.dt, read_datatype, nnpccl_tools::unknown("datatype"),
+                             "int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double", "TYPE");
+    nnpccl_tools::add_parsed(app, "-o,--op", &o.op, read_redop, nnpccl_tools::unknown("op"), "sum prod min max avg",
+                             "OP");
     app.add_option("-r,--root", o.root, "root rank of broadcast, reduce, gather and scatter, default 0")
-        ->transform(whole_number(0))
+        ->transform(nnpccl_tools::whole_number(0))
         ->type_name("RANK");
     app.add_option("-J,--output_file", o.json_path, "also write the results as JSON to this file")->type_name("FILE");
-    app.add_option("--transport", transport,
+}
+
+// Where it runs (transport, topology, ranks, a forced algorithm) and the
+// modes other than the sweep.
+void add_run_options(CLI::App &app, CommandLine *cl) {
+    Options &o = cl->o;
+    app.add_option("--transport", cl->transport,
                    "auto (shm within a host, ofi across hosts), shm, ofi (libfabric,\n"
                    "NNPCCL_OFI_PROVIDER picks the provider), or socket (nnpccl's own TCP);\n"
                    "sets NNPCCL_TRANSPORT")
         ->check(CLI::IsMember({"auto", "shm", "ofi", "socket"}))
         ->type_name("T");
-    app.add_option("--topo", topo,
+    app.add_option("--topo", cl->topo,
                    "plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
                    "nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024, hosts:HxL, hosts:A,B,...)\n"
                    "or a topology file;\n"
                    "sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)")
         ->type_name("T");
-    app.add_option("--soak", soak_seconds,
+    app.add_option("--soak", cl->soak_seconds,
                    "instead of a sweep: a random mix of every collective, size (whole\n"
                    "buffers up to -e), datatype and op, all checked, then ops, bytes, wrong\n"
                    "values, fds, and memory: VmHWM, Pss, the shm queues' share")
-        ->transform(whole_number(1))
+        ->transform(nnpccl_tools::whole_number(1))
         ->type_name("SECONDS");
     app.add_option("--seed", o.soak_seed,
                    "with --soak: replay the mix a soak printed as its seed (default: from the clock)")
@@ -174,67 +126,74 @@ Options parse_options(int argc, char **argv) {
     app.add_option("--np", o.np,
                    "start N ranks on this host; without it the launcher's environment\n"
                    "(mpirun, mpiexec, srun, torchrun-style RANK/WORLD_SIZE) is used")
-        ->transform(whole_number(1))
+        ->transform(nnpccl_tools::whole_number(1))
         ->type_name("N");
-    app.add_option("--algo", algo,
+    app.add_option("--algo", cl->algo,
                    "force algorithm NAME for COLLECTIVE (sets NNPCCL_ALGO=COLLECTIVE:NAME);\n"
                    "the call fails if NAME does not apply on the topology")
         ->type_name("NAME");
     app.add_flag("--explain", o.explain,
                  "run nothing: per size, each algorithm's predicted time and busbw on the\n"
                  "topology (--topo, --np ranks), the planner's choice marked, and the bound");
-    app.add_flag("--list-algos", list_algos, "list the algorithms: the collectives each serves, when it applies");
+    app.add_flag("--list-algos", cl->list_algos, "list the algorithms: the collectives each serves, when it applies");
     app.add_option("--compare", o.compare_rounds,
                    "per size, every algorithm serving COLLECTIVE forced and the selector's own\n"
                    "choice, out of place, each on a communicator of its own, in R rounds of -n\n"
                    "calls that take turns; prints each one's median time, the choice, and its\n"
                    "forced time over the fastest forced one (the selector's error)")
-        ->transform(whole_number(1))
+        ->transform(nnpccl_tools::whole_number(1))
         ->type_name("R");
     app.add_option("--tune", o.tune_path,
                    "with --compare (5 rounds if not given): write the fastest algorithm per size\n"
                    "to FILE, NNPCCL_TUNING_FILE's format, merged with FILE's other collectives;\n"
                    "jobs that set NNPCCL_TUNING_FILE=FILE then prefer them, reproducibly")
         ->type_name("FILE");
+}
 
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp &) {
-        std::fputs(app.help().c_str(), stdout);
-        std::exit(0);
-    } catch (const CLI::ParseError &e) {
-        usage_error(e.what());
-    }
-
-    if (list_algos) {
-        nnpccl_bench::print_algorithm_list();
-        std::exit(0);
-    }
-    o.check = check != 0;
-    o.soak_seconds = soak_seconds;
-    // Every rank inherits these.
-    if (!topo.empty()) setenv("NNPCCL_TOPO", topo.c_str(), 1);
-    if (!transport.empty()) setenv("NNPCCL_TRANSPORT", transport.c_str(), 1);
-    o.coll = find_collective(coll_name);
-    if (o.coll == nullptr && o.soak_seconds == 0) usage_error("name a collective (or --soak SECONDS)");
+// The options that go together, checked; --topo, --transport and --algo
+// set the variables every rank inherits.
+Options settle(CommandLine &cl) {
+    Options &o = cl.o;
+    o.check = cl.check != 0;
+    o.soak_seconds = cl.soak_seconds;
+    if (!cl.topo.empty()) setenv("NNPCCL_TOPO", cl.topo.c_str(), 1);
+    if (!cl.transport.empty()) setenv("NNPCCL_TRANSPORT", cl.transport.c_str(), 1);
+    o.coll = find_collective(cl.coll_name);
+    if (o.coll == nullptr && o.soak_seconds == 0) kUsage.error("name a collective (or --soak SECONDS)");
     if (o.coll == nullptr) o.coll = &kColls[0];
-    if (!algo.empty()) {
+    if (!cl.algo.empty()) {
         std::string error;
-        if (!nnpccl_bench::check_algorithm_name(o.coll->coll, algo, &error)) usage_error("--algo: " + error);
-        // Every rank inherits it; an exchange is a send and a recv.
-        const std::string forced = o.coll->exchange ? "send:" + algo + ";recv:" + algo : o.coll->name + (":" + algo);
+        if (!nnpccl_bench::check_algorithm_name(o.coll->coll, cl.algo, &error)) kUsage.error("--algo: " + error);
+        // An exchange is a send and a recv.
+        const std::string forced =
+            o.coll->exchange ? "send:" + cl.algo + ";recv:" + cl.algo : o.coll->name + (":" + cl.algo);
         setenv("NNPCCL_ALGO", forced.c_str(), 1);
     }
     if (!o.tune_path.empty() && o.compare_rounds == 0) o.compare_rounds = 5;
     if (o.compare_rounds > 0) {
-        if (!algo.empty()) usage_error("--compare runs every algorithm: it takes no --algo");
-        if (!o.json_path.empty()) usage_error("--compare writes no JSON: drop -J");
+        if (!cl.algo.empty()) kUsage.error("--compare runs every algorithm: it takes no --algo");
+        if (!o.json_path.empty()) kUsage.error("--compare writes no JSON: drop -J");
         if (o.coll->exchange || o.soak_seconds > 0)
-            usage_error("--compare needs a collective (not sendrecv, not --soak)");
+            kUsage.error("--compare needs a collective (not sendrecv, not --soak)");
     }
-    if (o.max_bytes < o.min_bytes && o.soak_seconds == 0) usage_error("-e is smaller than -b");
-    if (factor->count() == 0 && o.step_bytes == 0 && o.max_bytes > o.min_bytes) o.step_factor = 2;
+    if (o.sizes.max_bytes < o.sizes.min_bytes && o.soak_seconds == 0) kUsage.error("-e is smaller than -b");
+    nnpccl_tools::default_step(cl.factor, &o.sizes);
     return o;
+}
+
+Options parse_options(int argc, char **argv) {
+    CommandLine cl;
+    CLI::App app{kDescription, "ccl-bench"};
+    app.footer(kFooter);
+    nnpccl_tools::house_style(app, 26);
+    add_sweep_options(app, &cl);
+    add_run_options(app, &cl);
+    kUsage.parse(app, argc, argv);
+    if (cl.list_algos) {
+        nnpccl_bench::print_algorithm_list();
+        std::exit(0);
+    }
+    return settle(cl);
 }
 
 int run_rank(const Options &o, nnpccl_comm_t comm) {
@@ -251,7 +210,7 @@ int run_rank(const Options &o, nnpccl_comm_t comm) {
         nnpccl_comm_destroy(comm);
         return 2;
     }
-    int status = o.soak_seconds > 0     ? run_soak(comm, rank, nranks, o.soak_seconds, o.max_bytes, o.soak_seed)
+    int status = o.soak_seconds > 0     ? run_soak(comm, rank, nranks, o.soak_seconds, o.sizes.max_bytes, o.soak_seed)
                  : o.compare_rounds > 0 ? nnpccl_bench::run_compare(o, comm, rank, nranks)
                                         : nnpccl_bench::run_sweep(o, comm, rank, nranks);
     nnpccl_result_t rc = nnpccl_comm_destroy(comm);
@@ -268,10 +227,7 @@ nnpccl_bench::ExplainRequest explain_request(const Options &o) {
     const char *topology = std::getenv("NNPCCL_TOPO");
     r.topology = topology != nullptr ? topology : "";
     r.nranks = o.np;
-    r.min_bytes = o.min_bytes;
-    r.max_bytes = o.max_bytes;
-    r.step_factor = o.step_factor;
-    r.step_bytes = o.step_bytes;
+    r.sizes = o.sizes;
     r.datatype = o.dt;
     // An exchange is planned as rank 0's send to rank 1.
     r.root = nnpccl_check::has_root(o.coll->coll) ? o.root : o.coll->exchange ? 1 : -1;

@@ -49,19 +49,6 @@ std::string collectives_of(const nnpccl_algorithm_info_t &a) {
     return list;
 }
 
-// The sweep's sizes in bytes, rounded down to whole elements (and whole
-// blocks for the block-wise collectives), as the benchmark runs them.
-std::vector<size_t> sweep(const ExplainRequest &r, size_t unit) {
-    std::vector<size_t> sizes;
-    for (size_t bytes = r.min_bytes; bytes <= r.max_bytes;) {
-        sizes.push_back(bytes / unit * unit);
-        const size_t next = r.step_bytes != 0 ? bytes + r.step_bytes : bytes * r.step_factor;
-        if (next <= bytes) break;
-        bytes = next;
-    }
-    return sizes;
-}
-
 } // namespace
 
 void print_algorithm_list() {
@@ -127,7 +114,9 @@ int explain_plans(const ExplainRequest &request) {
         return 2;
     }
     const int p = e.nranks;
-    const std::vector<size_t> sizes = sweep(request, elem * (blockwise ? static_cast<size_t>(p) : 1));
+    // As the benchmark runs them: rounded down to whole elements (and whole blocks).
+    const std::vector<size_t> sizes =
+        nnpccl_tools::sweep_sizes(request.sizes, elem * (blockwise ? static_cast<size_t>(p) : 1));
 
     std::printf("# ccl-bench %s --explain: predictions on %s, %d ranks; no ranks run\n",
                 nnpccl_collective_name(request.collective), e.topology, p);

@@ -8,6 +8,7 @@
 
 #include "nnpccl.h"
 #include "nnpccl_inspect.h"
+#include "size_sweep.hpp"
 
 namespace nnpccl_bench {
 
@@ -23,8 +24,7 @@ struct ExplainRequest {
     nnpccl_collective_t collective = NNPCCL_COLL_ALLREDUCE;
     std::string topology; // a preset or a topology file; empty = flat
     int nranks = 0;       // 0: one rank per chip of the topology
-    size_t min_bytes = 0, max_bytes = 0;
-    size_t step_factor = 2, step_bytes = 0; // as ccl-bench's -f and -i
+    nnpccl_tools::SizeSweep sizes; // as ccl-bench's -b, -e, -f and -i
     nnpccl_datatype_t datatype = NNPCCL_FLOAT32;
     int root = 0;
 };

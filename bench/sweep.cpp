@@ -15,12 +15,12 @@
 
 #include "check_data.hpp"
 #include "nnpccl_inspect.h"
+#include "number_format.hpp"
 #include "tune.hpp"
 
 namespace nnpccl_bench {
 
 namespace {
-
 
 // Page-aligned memory with a guard zone after `bytes`, to catch writes past the end.
 constexpr size_t kGuardBytes = 4096;
@@ -58,20 +58,21 @@ struct Result {
     bool not_applicable = false; // the in-place columns of sendrecv
 };
 
-// nccl-tests's number formatting: as many decimals as the width allows,
-// and a third below 1, where two would be steps of 1-5% in the sub-µs
-// times of small calls on shared memory (peer_bench.hpp does the same).
-std::string fmt_num(double v, int width) {
-    char buf[32];
-    int power = 0;
-    for (double p = 1; v >= p && power < 30; p *= 10) ++power;
-    if (v < 1) std::snprintf(buf, sizeof buf, "%*.3f", width, v);
-    else if (power < width - 2) std::snprintf(buf, sizeof buf, "%*.2f", width, v);
-    else if (power < width - 1) std::snprintf(buf, sizeof buf, "%*.1f", width, v);
-    else if (power < width + 1) std::snprintf(buf, sizeof buf, "%*.0f", width, v);
-    else std::snprintf(buf, sizeof buf, "%*.1e", width, v);
-    return buf;
-}
+// nccl-tests's number formatting, with three decimals below 1 (docs/design.md, "Benchmark output").
+std::string fmt_num(double v, int width) { return nnpccl_tools::table_number(v, width, 3); }
+
+// --compare's contenders: each algorithm serving the collective, forced.
+struct Candidate {
+    std::string name;
+    std::string rules; // NNPCCL_ALGO's syntax
+};
+
+// --compare's figures over all sizes.
+struct CompareTally {
+    uint64_t wrong = 0, out_of_bounds = 0;
+    int misses = 0, judged_sizes = 0;
+    std::vector<std::pair<size_t, std::string>> winners; // --tune: bytes, fastest forced; rank 0's
+};
 
 class Bench {
 public:
@@ -103,6 +104,19 @@ private:
     Result measure(size_t total, bool in_place);
     double sum_over_ranks(double v);
     void fail(const char *what, nnpccl_result_t rc);
+
+    // --compare's parts. Turn k runs candidate k forced, or the selector's
+    // own choice for k == candidates_.size().
+    void list_candidates();
+    nnpccl_comm_t comm_for_turn(size_t k);
+    void print_compare_header();
+    void compare_size(size_t total, CompareTally *tally);
+    std::vector<bool> applying_turns(const nnpccl_check::CallShape &sh, const void *send, void *recv);
+    // `call` with the buffers it ran on, which tell the planner in place from out of place.
+    void print_compare_row(size_t total, const nnpccl_call_t &call, const std::vector<bool> &applies,
+                           std::vector<std::vector<double>> &times, uint64_t row_wrong, CompareTally *tally);
+    int write_tune(size_t largest_total, const std::vector<std::pair<size_t, std::string>> &winners);
+    std::vector<Candidate> candidates_;
 
     const Options &o_;
     nnpccl_comm_t comm_;
@@ -251,14 +265,9 @@ Result Bench::measure(size_t total, bool in_place) {
 
 std::vector<size_t> Bench::sizes() const {
     // Every size of the sweep, rounded down to whole elements (and whole blocks).
-    std::vector<size_t> totals;
     const size_t unit = elem_ * (shape(0, false).blockwise() ? static_cast<size_t>(nranks_) : 1);
-    for (size_t bytes = o_.min_bytes; bytes <= o_.max_bytes;) {
-        totals.push_back(bytes / unit * unit / elem_);
-        size_t next = o_.step_bytes != 0 ? bytes + o_.step_bytes : bytes * o_.step_factor;
-        if (next <= bytes) break;
-        bytes = next;
-    }
+    std::vector<size_t> totals = nnpccl_tools::sweep_sizes(o_.sizes, unit);
+    for (size_t &total : totals) total /= elem_;
     return totals;
 }
 
@@ -266,6 +275,148 @@ void Bench::allocate(const std::vector<size_t> &totals) {
     const size_t max_total = *std::max_element(totals.begin(), totals.end());
     send_buf_ = std::make_unique<GuardedBuffer>(std::max<size_t>(shape(max_total, false).send_elems() * elem_, elem_));
     recv_buf_ = std::make_unique<GuardedBuffer>(std::max<size_t>(max_total * elem_, elem_));
+}
+
+void Bench::list_candidates() {
+    for (int i = 0; i < nnpccl_algorithm_count(); ++i) {
+        nnpccl_algorithm_info_t a;
+        if (nnpccl_result_t rc = nnpccl_algorithm_get(i, &a); rc != NNPCCL_SUCCESS) fail("the algorithm registry", rc);
+        if ((a.serves & (1u << static_cast<unsigned>(o_.coll->coll))) == 0) continue;
+        candidates_.push_back({a.name, std::string(o_.coll->name) + ":" + a.name});
+    }
+}
+
+// Sets comm_ up for turn k (its forced algorithm, or the selector) and returns it.
+nnpccl_comm_t Bench::comm_for_turn(size_t k) {
+    const bool selector = k == candidates_.size(); // the communicator's own rules
+    if (nnpccl_result_t rc = nnpccl_comm_set_algorithms(comm_, selector ? nullptr : candidates_[k].rules.c_str());
+        rc != NNPCCL_SUCCESS)
+        fail("forcing an algorithm", rc);
+    return comm_;
+}
+
+void Bench::print_compare_header() {
+    std::printf("# ccl-bench %s --compare %d: nnpccl %d.%d.%d, %d ranks, out of place, %s %s; per size %d "
+                "rounds of -n %d calls of each, taking turns; median time per call (us)\n",
+                o_.coll->name, o_.compare_rounds, NNPCCL_MAJOR, NNPCCL_MINOR, NNPCCL_PATCH, nranks_,
+                nnpccl_datatype_name(o_.dt), nnpccl_check::reduces(o_.coll->coll) ? nnpccl_redop_name(o_.op) : "",
+                o_.compare_rounds, o_.iters);
+    std::printf("# selector: the selector's own choice, run unforced; ratio: the choice forced over the "
+                "fastest forced\n#%11s",
+                "size");
+    for (const Candidate &c : candidates_)
+        std::printf("  %*s", static_cast<int>(std::max<size_t>(9, c.name.size())), c.name.c_str());
+    std::printf("  %9s  %-20s  %-20s  %5s  %6s\n", "selector", "choice", "fastest", "ratio", "#wrong");
+}
+
+// A forced algorithm that does not apply fails the call, on every rank
+// alike (the plan depends on no rank), and leaves the communicator usable;
+// except in a call of no elements, which the model plans whatever is forced.
+std::vector<bool> Bench::applying_turns(const nnpccl_check::CallShape &sh, const void *send, void *recv) {
+    const size_t selector = candidates_.size();
+    std::vector<bool> applies(selector + 1, true);
+    for (size_t k = 0; k < selector; ++k) {
+        const nnpccl_result_t rc = call(comm_for_turn(k), send, recv, sh);
+        size_t left = 0;
+        if (rc == NNPCCL_ERR_INVALID_USAGE)
+            applies[k] = false;
+        else if (rc != NNPCCL_SUCCESS)
+            fail(o_.coll->name, rc);
+        else
+            applies[k] = next_algorithm(comm_, describe_call(sh, send, recv), &left) == candidates_[k].name;
+    }
+    return applies;
+}
+
+void Bench::compare_size(size_t total, CompareTally *tally) {
+    const size_t selector = candidates_.size();
+    const nnpccl_check::CallShape sh = shape(total, false);
+    const void *send = nullptr;
+    void *recv = nullptr;
+    prepare(sh, &send, &recv);
+    const std::vector<bool> applies = applying_turns(sh, send, recv);
+    std::vector<std::vector<double>> times(selector + 1);
+    for (int round = 0; round < o_.compare_rounds; ++round)
+        for (size_t turn = 0; turn <= selector; ++turn) {
+            const size_t k = (turn + static_cast<size_t>(round)) % (selector + 1);
+            if (applies[k])
+                times[k].push_back(time_calls(comm_for_turn(k), send, recv, sh, round == 0 ? o_.warmup : 0, o_.iters));
+        }
+    uint64_t row_wrong = 0; // over every algorithm
+    if (o_.check)
+        for (size_t k = 0; k <= selector; ++k) {
+            if (!applies[k]) continue;
+            Result checked;
+            check(comm_for_turn(k), sh, &checked);
+            row_wrong += checked.wrong;
+            tally->out_of_bounds += checked.out_of_bounds;
+        }
+    tally->wrong += row_wrong;
+    // Rank 0 prints; the choice is the same on every rank.
+    if (rank_ == 0) print_compare_row(total, describe_call(sh, send, recv), applies, times, row_wrong, tally);
+}
+
+void Bench::print_compare_row(size_t total, const nnpccl_call_t &call, const std::vector<bool> &applies,
+                              std::vector<std::vector<double>> &times, uint64_t row_wrong, CompareTally *tally) {
+    const size_t selector = candidates_.size();
+    // The selector's choice: the tuner's decision, made in its first turn,
+    // or the model's where the tuner had nothing to measure.
+    comm_for_turn(selector);
+    size_t left = 0;
+    const std::string chosen = next_algorithm(comm_, call, &left);
+    std::vector<double> medians(selector + 1, 0);
+    size_t fastest = selector, choice = selector;
+    for (size_t k = 0; k <= selector; ++k) {
+        if (!applies[k]) continue;
+        std::vector<double> &t = times[k];
+        std::sort(t.begin(), t.end());
+        medians[k] = t.size() % 2 != 0 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+        if (k < selector && (fastest == selector || medians[k] < medians[fastest])) fastest = k;
+        if (k < selector && candidates_[k].name == chosen) choice = k;
+    }
+    // A call of no bytes (a blockwise collective's smallest sizes round
+    // down to empty blocks) moves nothing whichever algorithm plans it:
+    // its times differ only by the noise of an empty call.
+    const bool judged = total != 0 && choice != selector && fastest != selector;
+    if (total != 0 && fastest != selector) tally->winners.emplace_back(total * elem_, candidates_[fastest].name);
+    const double ratio = judged ? medians[choice] / medians[fastest] : 0;
+    tally->misses += ratio > 1.10;
+    tally->judged_sizes += judged;
+    std::printf("%12zu", total * elem_);
+    for (size_t k = 0; k <= selector; ++k) {
+        const int width = k == selector ? 9 : static_cast<int>(std::max<size_t>(9, candidates_[k].name.size()));
+        std::printf("  %*s", width, applies[k] ? fmt_num(medians[k], width).c_str() : "n/a");
+    }
+    char ratio_text[16] = "-";
+    if (judged) std::snprintf(ratio_text, sizeof ratio_text, "%.2f", ratio);
+    std::printf("  %-20s  %-20s  %5s  %6s%s\n", chosen.empty() ? "-" : chosen.c_str(),
+                fastest == selector ? "-" : candidates_[fastest].name.c_str(), ratio_text,
+                o_.check ? std::to_string(row_wrong).c_str() : "N/A", ratio > 1.10 ? "  miss" : "");
+    std::fflush(stdout);
+}
+
+// --tune: the fastest per size into the tuning file; the exit status.
+int Bench::write_tune(size_t largest_total, const std::vector<std::pair<size_t, std::string>> &winners) {
+    // The topology's name as the library gives it, which the file must match.
+    nnpccl_explanation_t e{};
+    std::vector<nnpccl_prediction_t> predictions(static_cast<size_t>(nnpccl_algorithm_count()));
+    int predicted = 0;
+    const nnpccl_call_t c = describe_call(shape(largest_total, false), nullptr, nullptr);
+    const char *topo = std::getenv("NNPCCL_TOPO");
+    std::string error;
+    if (nnpccl_explain(topo != nullptr ? topo : "", nranks_, &c, predictions.data(),
+                       static_cast<int>(predictions.size()), &predicted, &e) != NNPCCL_SUCCESS) {
+        error = std::string("naming the topology: ") + nnpccl_get_last_error(nullptr);
+    } else if (write_tuning_file(o_.tune_path, o_.coll->name, nranks_, e.topology, winners,
+                                 "ccl-bench --compare " + std::to_string(o_.compare_rounds) + " -n " +
+                                     std::to_string(o_.iters) + ", " + nnpccl_datatype_name(o_.dt),
+                                 &error)) {
+        std::printf("# wrote the fastest algorithm per size to %s (NNPCCL_TUNING_FILE)\n", o_.tune_path.c_str());
+    }
+    std::fflush(stdout);
+    if (error.empty()) return 0;
+    std::fprintf(stderr, "ccl-bench: --tune %s: %s\n", o_.tune_path.c_str(), error.c_str());
+    return 1;
 }
 
 // Every algorithm serving the collective, forced, and the selector's own
@@ -277,146 +428,23 @@ void Bench::allocate(const std::vector<size_t> &totals) {
 // compare creation order too, as a communicator made later can run the
 // same algorithm slower than the first.
 int Bench::compare() {
-    struct Candidate {
-        std::string name;
-        std::string rules; // NNPCCL_ALGO's syntax
-    };
-    std::vector<Candidate> candidates;
-    for (int i = 0; i < nnpccl_algorithm_count(); ++i) {
-        nnpccl_algorithm_info_t a;
-        if (nnpccl_result_t rc = nnpccl_algorithm_get(i, &a); rc != NNPCCL_SUCCESS) fail("the algorithm registry", rc);
-        if ((a.serves & (1u << static_cast<unsigned>(o_.coll->coll))) == 0) continue;
-        candidates.push_back({a.name, std::string(o_.coll->name) + ":" + a.name});
-    }
-    const size_t selector = candidates.size(); // the communicator's own rules, after the forced ones
-    // Sets comm_ up for turn k (its forced algorithm, or the selector) and returns it.
-    auto comm_for_turn = [&](size_t k) {
-        if (nnpccl_result_t rc = nnpccl_comm_set_algorithms(comm_, k == selector ? nullptr : candidates[k].rules.c_str());
-            rc != NNPCCL_SUCCESS)
-            fail("forcing an algorithm", rc);
-        return comm_;
-    };
-
+    list_candidates();
     const std::vector<size_t> totals = sizes();
     allocate(totals);
-    if (rank_ == 0) {
-        std::printf("# ccl-bench %s --compare %d: nnpccl %d.%d.%d, %d ranks, out of place, %s %s; per size %d "
-                    "rounds of -n %d calls of each, taking turns; median time per call (us)\n",
-                    o_.coll->name, o_.compare_rounds, NNPCCL_MAJOR, NNPCCL_MINOR, NNPCCL_PATCH, nranks_,
-                    nnpccl_datatype_name(o_.dt), nnpccl_check::reduces(o_.coll->coll) ? nnpccl_redop_name(o_.op) : "",
-                    o_.compare_rounds, o_.iters);
-        std::printf("# selector: the selector's own choice, run unforced; ratio: the choice forced over the "
-                    "fastest forced\n#%11s", "size");
-        for (const Candidate &c : candidates)
-            std::printf("  %*s", static_cast<int>(std::max<size_t>(9, c.name.size())), c.name.c_str());
-        std::printf("  %9s  %-20s  %-20s  %5s  %6s\n", "selector", "choice", "fastest", "ratio", "#wrong");
-    }
-    uint64_t wrong_total = 0, oob_total = 0;
-    int misses = 0, judged_sizes = 0;
-    std::vector<std::pair<size_t, std::string>> winners; // --tune: bytes, fastest forced; rank 0's
-    for (size_t total : totals) {
-        const nnpccl_check::CallShape sh = shape(total, false);
-        const void *send = nullptr;
-        void *recv = nullptr;
-        prepare(sh, &send, &recv);
-        // A forced algorithm that does not apply fails the call, on every
-        // rank alike (the plan depends on no rank), and leaves the
-        // communicator usable; except in a call of no elements, which the
-        // model plans whatever is forced.
-        std::vector<bool> applies(selector + 1, true);
-        for (size_t k = 0; k < selector; ++k) {
-            const nnpccl_result_t rc = call(comm_for_turn(k), send, recv, sh);
-            size_t left = 0;
-            if (rc == NNPCCL_ERR_INVALID_USAGE) applies[k] = false;
-            else if (rc != NNPCCL_SUCCESS) fail(o_.coll->name, rc);
-            else applies[k] = next_algorithm(comm_, describe_call(sh, send, recv), &left) == candidates[k].name;
-        }
-        std::vector<std::vector<double>> times(selector + 1);
-        for (int round = 0; round < o_.compare_rounds; ++round)
-            for (size_t turn = 0; turn <= selector; ++turn) {
-                const size_t k = (turn + static_cast<size_t>(round)) % (selector + 1);
-                if (applies[k])
-                    times[k].push_back(time_calls(comm_for_turn(k), send, recv, sh, round == 0 ? o_.warmup : 0, o_.iters));
-            }
-        uint64_t row_wrong = 0; // over every algorithm
-        if (o_.check)
-            for (size_t k = 0; k <= selector; ++k) {
-                if (!applies[k]) continue;
-                Result checked;
-                check(comm_for_turn(k), sh, &checked);
-                row_wrong += checked.wrong;
-                oob_total += checked.out_of_bounds;
-            }
-        wrong_total += row_wrong;
-        if (rank_ != 0) continue; // rank 0 prints; the choice is the same on every rank
-        // The selector's choice: the tuner's decision, made in its first
-        // turn, or the model's where the tuner had nothing to measure.
-        comm_for_turn(selector);
-        size_t left = 0;
-        const std::string chosen = next_algorithm(comm_, describe_call(sh, send, recv), &left);
-        std::vector<double> medians(selector + 1, 0);
-        size_t fastest = selector, choice = selector;
-        for (size_t k = 0; k <= selector; ++k) {
-            if (!applies[k]) continue;
-            std::vector<double> &t = times[k];
-            std::sort(t.begin(), t.end());
-            medians[k] = t.size() % 2 != 0 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
-            if (k < selector && (fastest == selector || medians[k] < medians[fastest])) fastest = k;
-            if (k < selector && candidates[k].name == chosen) choice = k;
-        }
-        // A call of no bytes (a blockwise collective's smallest sizes round
-        // down to empty blocks) moves nothing whichever algorithm plans it:
-        // its times differ only by the noise of an empty call.
-        const bool judged = total != 0 && choice != selector && fastest != selector;
-        if (total != 0 && fastest != selector) winners.emplace_back(total * elem_, candidates[fastest].name);
-        const double ratio = judged ? medians[choice] / medians[fastest] : 0;
-        misses += ratio > 1.10;
-        judged_sizes += judged;
-        std::printf("%12zu", total * elem_);
-        for (size_t k = 0; k <= selector; ++k) {
-            const int width = k == selector ? 9 : static_cast<int>(std::max<size_t>(9, candidates[k].name.size()));
-            std::printf("  %*s", width, applies[k] ? fmt_num(medians[k], width).c_str() : "n/a");
-        }
-        char ratio_text[16] = "-";
-        if (judged) std::snprintf(ratio_text, sizeof ratio_text, "%.2f", ratio);
-        std::printf("  %-20s  %-20s  %5s  %6s%s\n", chosen.empty() ? "-" : chosen.c_str(),
-                    fastest == selector ? "-" : candidates[fastest].name.c_str(), ratio_text,
-                    o_.check ? std::to_string(row_wrong).c_str() : "N/A", ratio > 1.10 ? "  miss" : "");
-        std::fflush(stdout);
-    }
+    if (rank_ == 0) print_compare_header();
+    CompareTally tally;
+    for (size_t total : totals) compare_size(total, &tally);
     if (rank_ == 0) {
         std::printf("# the choice is more than 10%% slower than the fastest forced algorithm at %d of %d sizes\n",
-                    misses, judged_sizes);
-        std::printf("# Out of bounds values : %" PRIu64 " %s\n", oob_total, oob_total == 0 ? "OK" : "FAILED");
-        if (wrong_total != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", wrong_total);
+                    tally.misses, tally.judged_sizes);
+        std::printf("# Out of bounds values : %" PRIu64 " %s\n", tally.out_of_bounds,
+                    tally.out_of_bounds == 0 ? "OK" : "FAILED");
+        if (tally.wrong != 0) std::printf("# %" PRIu64 " wrong values: FAILED\n", tally.wrong);
         std::fflush(stdout);
     }
-    int tune_status = 0;
-    if (!o_.tune_path.empty() && rank_ == 0) {
-        // The topology's name as the library gives it, which the file must match.
-        nnpccl_explanation_t e{};
-        std::vector<nnpccl_prediction_t> predictions(static_cast<size_t>(nnpccl_algorithm_count()));
-        int predicted = 0;
-        const nnpccl_call_t c = describe_call(shape(totals.back(), false), nullptr, nullptr);
-        const char *topo = std::getenv("NNPCCL_TOPO");
-        std::string error;
-        if (nnpccl_explain(topo != nullptr ? topo : "", nranks_, &c, predictions.data(),
-                           static_cast<int>(predictions.size()), &predicted, &e) != NNPCCL_SUCCESS) {
-            error = std::string("naming the topology: ") + nnpccl_get_last_error(nullptr);
-        } else if (write_tuning_file(o_.tune_path, o_.coll->name, nranks_, e.topology, winners,
-                                     "ccl-bench --compare " + std::to_string(o_.compare_rounds) + " -n " +
-                                         std::to_string(o_.iters) + ", " + nnpccl_datatype_name(o_.dt),
-                                     &error)) {
-            std::printf("# wrote the fastest algorithm per size to %s (NNPCCL_TUNING_FILE)\n", o_.tune_path.c_str());
-        }
-        if (!error.empty()) {
-            std::fprintf(stderr, "ccl-bench: --tune %s: %s\n", o_.tune_path.c_str(), error.c_str());
-            tune_status = 1;
-        }
-        std::fflush(stdout);
-    }
-    comm_for_turn(selector);
-    return (wrong_total != 0 || oob_total != 0) ? 1 : tune_status;
+    const int tune_status = !o_.tune_path.empty() && rank_ == 0 ? write_tune(totals.back(), tally.winners) : 0;
+    comm_for_turn(candidates_.size());
+    return (tally.wrong != 0 || tally.out_of_bounds != 0) ? 1 : tune_status;
 }
 
 int Bench::run() {
@@ -430,8 +458,9 @@ int Bench::run() {
         std::printf("# ccl-bench %s: nnpccl %d.%d.%d, %d ranks\n", o_.coll->name, NNPCCL_MAJOR, NNPCCL_MINOR,
                     NNPCCL_PATCH, nranks_);
         std::printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
-                    o_.min_bytes, o_.max_bytes, o_.step_bytes != 0 ? o_.step_bytes : o_.step_factor,
-                    o_.step_bytes != 0 ? "bytes" : "factor", o_.warmup, o_.iters, o_.check);
+                    o_.sizes.min_bytes, o_.sizes.max_bytes,
+                    o_.sizes.step_bytes != 0 ? o_.sizes.step_bytes : o_.sizes.step_factor,
+                    o_.sizes.step_bytes != 0 ? "bytes" : "factor", o_.warmup, o_.iters, o_.check);
         std::printf("#\n#  Rank  0 Pid %6d on %10s\n#\n", static_cast<int>(getpid()), host);
         std::printf("#                                                              out-of-place                       "
                     "in-place          \n");

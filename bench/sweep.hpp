@@ -8,6 +8,7 @@
 
 #include "nnpccl.h"
 #include "nnpccl_inspect.h"
+#include "size_sweep.hpp"
 
 namespace nnpccl_bench {
 
@@ -21,10 +22,7 @@ struct CollInfo {
 
 struct Options {
     const CollInfo *coll = nullptr;
-    size_t min_bytes = 32 << 20;
-    size_t max_bytes = 32 << 20;
-    size_t step_factor = 1;
-    size_t step_bytes = 0; // -i: linear steps instead of a factor
+    nnpccl_tools::SizeSweep sizes; // -b, -e, -f, -i
     int iters = 20;
     int warmup = 5;
     int check = 1;

@@ -6,22 +6,6 @@
 
 namespace nnpccl {
 
-std::optional<size_t> parse_size(const std::string &text) {
-    if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
-    errno = 0;
-    char *end = nullptr;
-    unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-    if (errno != 0) return std::nullopt;
-    unsigned shift = 0;
-    std::string suffix(end);
-    if (suffix == "K" || suffix == "k" || suffix == "KiB") shift = 10;
-    else if (suffix == "M" || suffix == "m" || suffix == "MiB") shift = 20;
-    else if (suffix == "G" || suffix == "g" || suffix == "GiB") shift = 30;
-    else if (!suffix.empty() && suffix != "B") return std::nullopt;
-    if (shift != 0 && value > (SIZE_MAX >> shift)) return std::nullopt;
-    return static_cast<size_t>(value) << shift;
-}
-
 std::string env_string(const char *name) {
     const char *value = std::getenv(name);
     return value != nullptr ? std::string(value) : std::string();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nnpccl.h"
+#include "parse_size.hpp"
 #include "status.hpp"
 
 namespace nnpccl {
@@ -88,10 +89,6 @@ struct Settings {
     TuningOptions tuning;
     LinkEmulation emulation;
 };
-
-// Parses "4096", "512K", "4M", "1G" (powers of 1024). Returns nullopt on
-// anything else, including overflow.
-std::optional<size_t> parse_size(const std::string &text);
 
 // Resolves the settings; a malformed config or environment value is an
 // invalid-argument error naming the variable.

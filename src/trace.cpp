@@ -212,83 +212,103 @@ void TraceRecorder::step(uint32_t op, int channel, size_t index, const Step &s, 
     r.flags = s.flags;
 }
 
-Status TraceRecorder::write() {
-    if (written_) return Status::ok();
-    written_ = true;
-    const int64_t now = trace_now_ns();
-    const auto fail = [this](const char *what) {
-        return errno_error(format("NNPCCL_TRACE=%s: rank %d cannot %s", path_.c_str(), rank_, what));
-    };
-    Fd file{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644)};
-    if (file.fd < 0) return fail("open it to write its timeline");
-    while (::flock(file.fd, LOCK_EX) != 0)
-        if (errno != EINTR) return fail("lock it");
+// Writes one recorder's events into the job's file, under the flock the
+// ranks take in turn: where they go, the lanes that overlapping operations
+// take, then the events, metadata first.
+class TraceFile {
+public:
+    TraceFile(const TraceRecorder &recorder, int64_t now_ns) : r_(recorder), now_(now_ns) {}
+    Status write();
+
+private:
+    using StepRecord = TraceRecorder::StepRecord;
+    using OpRecord = TraceRecorder::OpRecord;
+
+    Status fail(const char *what) const {
+        return errno_error(format("NNPCCL_TRACE=%s: rank %d cannot %s", r_.path_.c_str(), r_.rank_, what));
+    }
     // Where this rank's events go: over the array's closing bracket, or at
-    // the start of an empty file.
-    const off_t size = ::lseek(file.fd, 0, SEEK_END);
+    // the start of an empty file; and what opens them there.
+    Status find_append_point(int fd, off_t *at, const char **opening) const;
+    void assign_lanes();
+    int64_t step_tid(uint32_t lane, size_t channel) const {
+        return lane == 0 ? static_cast<int64_t>(channel) : int64_t{1000} * (lane + 1) + static_cast<int64_t>(channel);
+    }
+    void write_process(Json &j) const;
+    bool write_operations(Json &j, FileWriter &out);
+    void write_step(Json &j, const StepRecord &s, const std::string &size);
+    bool write_steps(Json &j, FileWriter &out);
+    void write_threads(Json &j) const;
+
+    const TraceRecorder &r_;
+    const int64_t now_;
+    std::vector<uint32_t> lane_; // per operation
+    uint32_t lanes_ = 1;
+    std::string pid_field_;               // ,"pid":N
+    std::vector<std::string> op_names_;   // quoted short names, for the steps
+    std::vector<std::vector<bool>> used_; // per lane, the channels its steps ran on
+};
+
+Status TraceFile::find_append_point(int fd, off_t *at, const char **opening) const {
+    const off_t size = ::lseek(fd, 0, SEEK_END);
     if (size < 0) return fail("find its end");
-    off_t at = 0;
-    const char *opening = "[\n";
-    if (size > 0) {
-        char tail[256];
-        const off_t from = std::max<off_t>(0, size - static_cast<off_t>(sizeof tail));
-        const ssize_t n = ::pread(file.fd, tail, static_cast<size_t>(size - from), from);
-        if (n != size - from) return fail("read its end");
-        const auto space = [&tail](ssize_t k) {
-            return tail[k] == ' ' || tail[k] == '\n' || tail[k] == '\t' || tail[k] == '\r';
-        };
-        ssize_t i = n - 1; // the closing bracket
-        while (i >= 0 && space(i)) --i;
-        ssize_t j = i - 1; // what it closes: the last event, or the opening bracket
-        while (j >= 0 && space(j)) --j;
-        if (i < 0 || tail[i] != ']' || j < 0 || (tail[j] != '[' && tail[j] != '}'))
-            return invalid_usage("NNPCCL_TRACE=%s: rank %d cannot append its timeline: the file does not end in a "
-                                 "JSON array of events, so something other than this job wrote it",
-                                 path_.c_str(), rank_);
-        at = from + i;
-        opening = tail[j] == '[' ? "\n" : ",\n";
-    }
-
-    // Lanes: operations that overlapped in time (sends and receives running
-    // side by side) each go to the lowest lane free at their start.
-    std::vector<uint32_t> lane(ops_.size(), 0);
-    {
-        std::vector<uint32_t> order(ops_.size());
-        for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
-        std::stable_sort(order.begin(), order.end(),
-                         [this](uint32_t a, uint32_t b) { return ops_[a].start_ns < ops_[b].start_ns; });
-        std::vector<int64_t> lane_free; // when each lane's last operation ended
-        for (uint32_t k : order) {
-            const int64_t end = ops_[k].end_ns >= 0 ? ops_[k].end_ns : now;
-            size_t l = 0;
-            while (l < lane_free.size() && l + 1 < kMaxLanes && lane_free[l] > ops_[k].start_ns) ++l;
-            if (l == lane_free.size()) lane_free.push_back(end);
-            lane_free[l] = std::max(lane_free[l], end);
-            lane[k] = static_cast<uint32_t>(l);
-        }
-    }
-    uint32_t lanes = 1;
-    for (uint32_t l : lane) lanes = std::max(lanes, l + 1);
-    const auto step_tid = [](uint32_t l, size_t channel) {
-        return l == 0 ? static_cast<int64_t>(channel) : int64_t{1000} * (l + 1) + static_cast<int64_t>(channel);
+    *at = 0;
+    *opening = "[\n";
+    if (size == 0) return Status::ok();
+    char tail[256];
+    const off_t from = std::max<off_t>(0, size - static_cast<off_t>(sizeof tail));
+    const ssize_t n = ::pread(fd, tail, static_cast<size_t>(size - from), from);
+    if (n != size - from) return fail("read its end");
+    const auto space = [&tail](ssize_t k) {
+        return tail[k] == ' ' || tail[k] == '\n' || tail[k] == '\t' || tail[k] == '\r';
     };
+    ssize_t i = n - 1; // the closing bracket
+    while (i >= 0 && space(i)) --i;
+    ssize_t j = i - 1; // what it closes: the last event, or the opening bracket
+    while (j >= 0 && space(j)) --j;
+    if (i < 0 || tail[i] != ']' || j < 0 || (tail[j] != '[' && tail[j] != '}'))
+        return invalid_usage("NNPCCL_TRACE=%s: rank %d cannot append its timeline: the file does not end in a "
+                             "JSON array of events, so something other than this job wrote it",
+                             r_.path_.c_str(), r_.rank_);
+    *at = from + i;
+    *opening = tail[j] == '[' ? "\n" : ",\n";
+    return Status::ok();
+}
 
-    FileWriter out(file.fd, at);
-    Json j(&out.buffer);
-    std::string pid_field; // ,"pid":N
-    Json(&pid_field).raw(",\"pid\":").num(static_cast<long long>(communicator_) * 1000000 + rank_);
-    j.raw(opening);
-    // Metadata: the process, sorted by rank.
-    std::string process = "rank " + std::to_string(rank_);
-    if (communicator_ > 0) process += ", communicator " + std::to_string(communicator_ + 1);
-    j.raw("{\"name\":\"process_name\",\"ph\":\"M\"").raw(pid_field).raw(",\"args\":{\"name\":").str(process).raw("}}");
-    j.raw(",\n{\"name\":\"process_sort_index\",\"ph\":\"M\"").raw(pid_field).raw(",\"args\":{\"sort_index\":");
-    j.num(static_cast<long long>(communicator_) * 1000000 + rank_).raw("}}");
+// Lanes: operations that overlapped in time (sends and receives running
+// side by side) each go to the lowest lane free at their start.
+void TraceFile::assign_lanes() {
+    const auto &ops = r_.ops_;
+    lane_.assign(ops.size(), 0);
+    std::vector<uint32_t> order(ops.size());
+    for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [&ops](uint32_t a, uint32_t b) { return ops[a].start_ns < ops[b].start_ns; });
+    std::vector<int64_t> lane_free; // when each lane's last operation ended
+    for (uint32_t k : order) {
+        const int64_t end = ops[k].end_ns >= 0 ? ops[k].end_ns : now_;
+        size_t l = 0;
+        while (l < lane_free.size() && l + 1 < kMaxLanes && lane_free[l] > ops[k].start_ns) ++l;
+        if (l == lane_free.size()) lane_free.push_back(end);
+        lane_free[l] = std::max(lane_free[l], end);
+        lane_[k] = static_cast<uint32_t>(l);
+    }
+    for (uint32_t l : lane_) lanes_ = std::max(lanes_, l + 1);
+}
 
-    // Operations.
-    std::vector<std::string> op_names(ops_.size()); // quoted short names, for the steps
-    for (size_t k = 0; k < ops_.size(); ++k) {
-        const OpRecord &op = ops_[k];
+// Metadata: the process, sorted by rank.
+void TraceFile::write_process(Json &j) const {
+    std::string process = "rank " + std::to_string(r_.rank_);
+    if (r_.communicator_ > 0) process += ", communicator " + std::to_string(r_.communicator_ + 1);
+    j.raw("{\"name\":\"process_name\",\"ph\":\"M\"").raw(pid_field_).raw(",\"args\":{\"name\":").str(process).raw("}}");
+    j.raw(",\n{\"name\":\"process_sort_index\",\"ph\":\"M\"").raw(pid_field_).raw(",\"args\":{\"sort_index\":");
+    j.num(static_cast<long long>(r_.communicator_) * 1000000 + r_.rank_).raw("}}");
+}
+
+bool TraceFile::write_operations(Json &j, FileWriter &out) {
+    op_names_.assign(r_.ops_.size(), std::string());
+    for (size_t k = 0; k < r_.ops_.size(); ++k) {
+        const OpRecord &op = r_.ops_[k];
         OperationDescriptor d;
         d.collective = op.collective;
         d.sequence = op.sequence;
@@ -296,73 +316,107 @@ Status TraceRecorder::write() {
         d.datatype = op.datatype;
         d.op = op.op;
         d.root = op.root;
-        Json(&op_names[k]).str(short_name(d));
+        Json(&op_names_[k]).str(short_name(d));
         const bool finished = op.end_ns >= 0;
-        j.raw(",\n{\"name\":").str(describe(d)).raw(",\"cat\":\"operation\",\"ph\":\"X\"").raw(pid_field);
-        j.raw(",\"tid\":").num(kOperationsTid + lane[k]).raw(",\"ts\":").us(op.start_ns);
-        j.raw(",\"dur\":").us((finished ? op.end_ns : now) - op.start_ns);
+        j.raw(",\n{\"name\":").str(describe(d)).raw(",\"cat\":\"operation\",\"ph\":\"X\"").raw(pid_field_);
+        j.raw(",\"tid\":").num(kOperationsTid + lane_[k]).raw(",\"ts\":").us(op.start_ns);
+        j.raw(",\"dur\":").us((finished ? op.end_ns : now_) - op.start_ns);
         j.raw(",\"args\":{\"algorithm\":")
-            .str(algorithms_[op.algorithm])
+            .str(r_.algorithms_[op.algorithm])
             .raw(",\"bytes\":")
             .num(static_cast<long long>(op.bytes));
         j.raw(",\"steps\":").num(static_cast<long long>(op.steps));
         if (!finished) j.raw(",\"unfinished\":true");
         j.raw("}}");
-        if (!out.drain()) return fail("write its timeline");
+        if (!out.drain()) return false;
     }
+    return true;
+}
 
-    // Steps, the bulk of the file: each one's event and, nested in it, its
-    // work after the wait.
-    std::vector<std::vector<bool>> channels_used(lanes);
+// A step's event and, nested in it, its work after the wait.
+void TraceFile::write_step(Json &j, const StepRecord &s, const std::string &size) {
+    const uint32_t l = lane_[s.op];
+    if (used_[l].size() <= s.channel) used_[l].resize(s.channel + size_t{1}, false);
+    used_[l][s.channel] = true;
+    const int64_t tid = step_tid(l, s.channel);
+    j.raw(",\n{\"name\":\"").raw(step_verb(s.flags)).raw(size);
+    if ((s.flags & kRecv) != 0) j.raw(" from ").num(s.recv_peer);
+    if ((s.flags & kSend) != 0) j.raw(" to ").num(s.send_peer);
+    j.raw("\",\"cat\":\"step\",\"ph\":\"X\"").raw(pid_field_).raw(",\"tid\":").num(tid);
+    j.raw(",\"ts\":").us(s.ready_ns).raw(",\"dur\":").us(s.end_ns - s.ready_ns);
+    j.raw(",\"args\":{\"op\":").raw(op_names_[s.op]).raw(",\"step\":").num(s.index);
+    j.raw(",\"bytes\":").num(static_cast<long long>(s.bytes));
+    if ((s.flags & kRecv) != 0) j.raw(",\"recv_peer\":").num(s.recv_peer);
+    if ((s.flags & kSend) != 0) j.raw(",\"send_peer\":").num(s.send_peer);
+    j.raw(",\"wait_us\":").us(s.start_ns - s.ready_ns).raw("}}");
+    const char *work = s.bytes == 0 ? "signal" : (s.flags & kReduce) != 0 ? "reduce" : "copy";
+    j.raw(",\n{\"name\":\"").raw(work).raw("\",\"cat\":\"work\",\"ph\":\"X\"").raw(pid_field_);
+    j.raw(",\"tid\":").num(tid).raw(",\"ts\":").us(s.start_ns).raw(",\"dur\":").us(s.end_ns - s.start_ns).raw("}");
+}
+
+// The steps, the bulk of the file, then where the recording stopped if it did.
+bool TraceFile::write_steps(Json &j, FileWriter &out) {
+    used_.assign(lanes_, std::vector<bool>());
     std::unordered_map<uint64_t, std::string> sizes; // " 1.0 MiB"
-    for (size_t i = 0; i < steps_.size(); ++i) {
-        const StepRecord &s = steps_[i];
-        const uint32_t l = lane[s.op];
-        if (channels_used[l].size() <= s.channel) channels_used[l].resize(s.channel + size_t{1}, false);
-        channels_used[l][s.channel] = true;
-        const int64_t tid = step_tid(l, s.channel);
+    for (size_t i = 0; i < r_.steps_.size(); ++i) {
+        const StepRecord &s = r_.steps_[i];
         auto size = sizes.find(s.bytes);
         if (size == sizes.end()) size = sizes.emplace(s.bytes, " " + trace_size(s.bytes)).first;
-        j.raw(",\n{\"name\":\"").raw(step_verb(s.flags)).raw(size->second);
-        if ((s.flags & kRecv) != 0) j.raw(" from ").num(s.recv_peer);
-        if ((s.flags & kSend) != 0) j.raw(" to ").num(s.send_peer);
-        j.raw("\",\"cat\":\"step\",\"ph\":\"X\"").raw(pid_field).raw(",\"tid\":").num(tid);
-        j.raw(",\"ts\":").us(s.ready_ns).raw(",\"dur\":").us(s.end_ns - s.ready_ns);
-        j.raw(",\"args\":{\"op\":").raw(op_names[s.op]).raw(",\"step\":").num(s.index);
-        j.raw(",\"bytes\":").num(static_cast<long long>(s.bytes));
-        if ((s.flags & kRecv) != 0) j.raw(",\"recv_peer\":").num(s.recv_peer);
-        if ((s.flags & kSend) != 0) j.raw(",\"send_peer\":").num(s.send_peer);
-        j.raw(",\"wait_us\":").us(s.start_ns - s.ready_ns).raw("}}");
-        const char *work = s.bytes == 0 ? "signal" : (s.flags & kReduce) != 0 ? "reduce" : "copy";
-        j.raw(",\n{\"name\":\"").raw(work).raw("\",\"cat\":\"work\",\"ph\":\"X\"").raw(pid_field);
-        j.raw(",\"tid\":").num(tid).raw(",\"ts\":").us(s.start_ns).raw(",\"dur\":").us(s.end_ns - s.start_ns).raw("}");
-        if (!out.drain()) return fail("write its timeline");
+        write_step(j, s, size->second);
+        if (!out.drain()) return false;
     }
-    if (truncated_ns_ >= 0) {
-        j.raw(",\n{\"name\":\"trace truncated\",\"cat\":\"trace\",\"ph\":\"i\",\"s\":\"p\"").raw(pid_field);
-        j.raw(",\"tid\":").num(kOperationsTid).raw(",\"ts\":").us(truncated_ns_);
-        j.raw(",\"args\":{\"events\":").num(static_cast<long long>(kMaxEvents)).raw("}}");
+    if (r_.truncated_ns_ >= 0) {
+        j.raw(",\n{\"name\":\"trace truncated\",\"cat\":\"trace\",\"ph\":\"i\",\"s\":\"p\"").raw(pid_field_);
+        j.raw(",\"tid\":").num(kOperationsTid).raw(",\"ts\":").us(r_.truncated_ns_);
+        j.raw(",\"args\":{\"events\":").num(static_cast<long long>(TraceRecorder::kMaxEvents)).raw("}}");
     }
+    return true;
+}
 
-    // The threads' names, sorted top to bottom: each lane's operations, then its channels.
+// The threads' names, sorted top to bottom: each lane's operations, then its channels.
+void TraceFile::write_threads(Json &j) const {
     const auto thread = [&](int64_t tid, const std::string &name, long long sort_index) {
-        j.raw(",\n{\"name\":\"thread_name\",\"ph\":\"M\"").raw(pid_field).raw(",\"tid\":").num(tid);
+        j.raw(",\n{\"name\":\"thread_name\",\"ph\":\"M\"").raw(pid_field_).raw(",\"tid\":").num(tid);
         j.raw(",\"args\":{\"name\":").str(name).raw("}}");
-        j.raw(",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\"").raw(pid_field).raw(",\"tid\":").num(tid);
+        j.raw(",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\"").raw(pid_field_).raw(",\"tid\":").num(tid);
         j.raw(",\"args\":{\"sort_index\":").num(sort_index).raw("}}");
     };
-    for (uint32_t l = 0; l < lanes; ++l) {
+    for (uint32_t l = 0; l < lanes_; ++l) {
         const std::string in_lane = l == 0 ? "" : ", lane " + std::to_string(l + 1);
         const long long base = 100000LL * l;
         thread(kOperationsTid + l, "operations" + in_lane, base);
-        for (size_t c = 0; c < channels_used[l].size(); ++c)
-            if (channels_used[l][c])
+        for (size_t c = 0; c < used_[l].size(); ++c)
+            if (used_[l][c])
                 thread(step_tid(l, c), "channel " + std::to_string(c) + in_lane, base + 1 + static_cast<long long>(c));
     }
+}
+
+Status TraceFile::write() {
+    Fd file{::open(r_.path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644)};
+    if (file.fd < 0) return fail("open it to write its timeline");
+    while (::flock(file.fd, LOCK_EX) != 0)
+        if (errno != EINTR) return fail("lock it");
+    off_t at = 0;
+    const char *opening = nullptr;
+    NNPCCL_TRY(find_append_point(file.fd, &at, &opening));
+    assign_lanes();
+    Json(&pid_field_).raw(",\"pid\":").num(static_cast<long long>(r_.communicator_) * 1000000 + r_.rank_);
+    FileWriter out(file.fd, at);
+    Json j(&out.buffer);
+    j.raw(opening);
+    write_process(j);
+    if (!write_operations(j, out) || !write_steps(j, out)) return fail("write its timeline");
+    write_threads(j);
     j.raw("\n]\n");
     if (!out.drain(0)) return fail("write its timeline");
     if (::ftruncate(file.fd, out.at()) != 0) return fail("end its timeline");
     return Status::ok();
+}
+
+Status TraceRecorder::write() {
+    if (written_) return Status::ok();
+    written_ = true;
+    return TraceFile(*this, trace_now_ns()).write();
 }
 
 } // namespace nnpccl

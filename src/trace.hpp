@@ -94,6 +94,7 @@ public:
     bool written() const { return written_; }
 
 private:
+    friend class TraceFile; // write()'s parts (trace.cpp)
     TraceRecorder(std::string path, int rank, int communicator);
     bool full();
 

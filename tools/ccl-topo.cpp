@@ -11,11 +11,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ccl-topo-draw.hpp"
+#include "command_line.hpp"
 #include "host.hpp"
 #include "presets.hpp"
 #include "topo_file.hpp"
 #include "topology.hpp"
+#include "topology_drawing.hpp"
 
 namespace {
 
@@ -31,10 +32,7 @@ struct Options {
 };
 
 // Usage errors and malformed input: one line on stderr, exit status 2.
-[[noreturn]] void usage_error(const std::string &message) {
-    std::fprintf(stderr, "ccl-topo: %s\n", message.c_str());
-    std::exit(2);
-}
+[[noreturn]] void usage_error(const std::string &message) { nnpccl_tools::exit_usage("ccl-topo", message, ""); }
 
 // Unlike nnpccl::parse_size, ccl-topo has always taken fractions ("1.5M")
 // and a lower-case k.
@@ -57,9 +55,7 @@ Options parse_args(int argc, char **argv) {
                  "the allreduce lower bound; draws it (--svg, --dot) or prints it as a topology file (--json).\n",
                  "ccl-topo"};
     app.footer("presets:\n" + nnpccl::describe_presets());
-    app.get_formatter()->column_width(24);
-    // The last of a repeated flag wins, as in ccl-bench: scripts append overrides.
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    nnpccl_tools::house_style(app, 24);
 
     app.add_option("--topo", o.topo, "the machine: a preset or a JSON topology file (default: flat)")
         ->type_name("NAME|FILE");
@@ -67,9 +63,8 @@ Options parse_args(int argc, char **argv) {
         ->transform(CLI::Validator(
             [](std::string &text) {
                 // Decimal only: CLI11 alone would read "010" as octal.
-                char *end = nullptr;
-                long n = std::strtol(text.c_str(), &end, 10);
-                if (text.empty() || *end != '\0' || n < 1 || n > 1 << 20)
+                long n = 0;
+                if (!nnpccl_tools::read_decimal(text.c_str(), 1, 1 << 20, &n))
                     return "needs a positive rank count, got '" + text + "'";
                 text = std::to_string(n);
                 return std::string();
@@ -105,14 +100,7 @@ Options parse_args(int argc, char **argv) {
     dot->excludes(json);
     for (CLI::Option *flag : {dot, json, app.get_option("--no-host")}) flag->disable_flag_override();
 
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp &) {
-        std::fputs(app.help().c_str(), stdout);
-        std::exit(0);
-    } catch (const CLI::ParseError &e) {
-        usage_error(std::string(e.what()) + " (see --help)");
-    }
+    nnpccl_tools::Usage("ccl-topo", "--help").parse(app, argc, argv);
     return o;
 }
 
@@ -247,7 +235,7 @@ int main(int argc, char **argv) {
 
     if (!o.svg_path.empty()) {
         std::ofstream svg(o.svg_path, std::ios::binary);
-        svg << ccl_topo::render_svg(topology);
+        svg << nnpccl_tools::render_svg(topology);
         svg.close();
         if (!svg) {
             std::fprintf(stderr, "ccl-topo: cannot write %s\n", o.svg_path.c_str());
@@ -255,7 +243,7 @@ int main(int argc, char **argv) {
         }
     }
     if (o.dot) {
-        std::fputs(ccl_topo::render_dot(topology).c_str(), stdout);
+        std::fputs(nnpccl_tools::render_dot(topology).c_str(), stdout);
         return 0;
     }
     if (o.json) {

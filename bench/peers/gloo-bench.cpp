@@ -73,16 +73,12 @@ constexpr std::chrono::seconds kTimeout{300};
 using Kernel = void (*)(void *, const void *, const void *, size_t);
 
 // Gloo's own element-wise kernels, as PyTorch's Gloo backend passes them.
-template <typename T> Kernel reduceKernel(RedOp op) {
+template <typename T> Kernel reduce_kernel(RedOp op) {
     switch (op) {
-    case RedOp::Sum:
-        return static_cast<Kernel>(&gloo::sum<T>);
-    case RedOp::Prod:
-        return static_cast<Kernel>(&gloo::product<T>);
-    case RedOp::Min:
-        return static_cast<Kernel>(&gloo::min<T>);
-    case RedOp::Max:
-        return static_cast<Kernel>(&gloo::max<T>);
+    case RedOp::Sum: return static_cast<Kernel>(&gloo::sum<T>);
+    case RedOp::Prod: return static_cast<Kernel>(&gloo::product<T>);
+    case RedOp::Min: return static_cast<Kernel>(&gloo::min<T>);
+    case RedOp::Max: return static_cast<Kernel>(&gloo::max<T>);
     }
     return nullptr;
 }
@@ -94,7 +90,7 @@ void barrier(const ContextPtr &context) {
     gloo::barrier(opts);
 }
 
-template <typename T> T allreduceScalar(const ContextPtr &context, T value, Kernel kernel) {
+template <typename T> T allreduce_scalar(const ContextPtr &context, T value, Kernel kernel) {
     gloo::AllreduceOptions opts(context);
     opts.setOutput(&value, 1);
     opts.setReduceFunction(kernel);
@@ -105,101 +101,92 @@ template <typename T> T allreduceScalar(const ContextPtr &context, T value, Kern
 // Builds the options of one group once (they only describe the buffers) and
 // returns the call that the timing loop repeats.
 template <typename T>
-std::function<void()> makeCall(const ContextPtr &context, const Case &c, Placement placement, Buffers<T> &buffers) {
-    const bool outOfPlace = placement == Placement::OutOfPlace;
+std::function<void()> make_call(const ContextPtr &context, const Case &c, Placement placement, Buffers<T> &buffers) {
+    const bool out_of_place = placement == Placement::OutOfPlace;
     T *send = buffers.send.data();
     T *recv = buffers.recv.data();
-    const size_t sendCount = c.layout.sendCount;
-    const size_t recvCount = c.layout.recvCount;
+    const size_t send_count = c.layout.send_count;
+    const size_t recv_count = c.layout.recv_count;
     // Rows too small for one element per rank move nothing; Gloo's
     // allgather would divide by the empty output's size.
-    if (c.layout.totalCount == 0)
-        return [] {};
+    if (c.layout.total_count == 0) return [] {};
     switch (c.collective) {
     case Collective::AllReduce: {
         auto opts = std::make_shared<gloo::AllreduceOptions>(context);
-        if (outOfPlace)
-            opts->setInput(send, sendCount);
-        opts->setOutput(recv, recvCount);
-        opts->setReduceFunction(reduceKernel<T>(c.op));
+        if (out_of_place) opts->setInput(send, send_count);
+        opts->setOutput(recv, recv_count);
+        opts->setReduceFunction(reduce_kernel<T>(c.op));
         return [opts] { gloo::allreduce(*opts); };
     }
     case Collective::AllGather: {
         // In place, this rank's block already sits at its offset in recv.
         auto opts = std::make_shared<gloo::AllgatherOptions>(context);
-        if (outOfPlace)
-            opts->setInput(send, sendCount);
-        opts->setOutput(recv, recvCount);
+        if (out_of_place) opts->setInput(send, send_count);
+        opts->setOutput(recv, recv_count);
         return [opts] { gloo::allgather(*opts); };
     }
     case Collective::Broadcast: {
         // Gloo refuses an input on the other ranks.
         auto opts = std::make_shared<gloo::BroadcastOptions>(context);
-        if (outOfPlace && c.rank == c.root)
-            opts->setInput(send, sendCount);
-        opts->setOutput(recv, recvCount);
+        if (out_of_place && c.rank == c.root) opts->setInput(send, send_count);
+        opts->setOutput(recv, recv_count);
         opts->setRoot(c.root);
         return [opts] { gloo::broadcast(*opts); };
     }
     case Collective::Reduce: {
         // Every rank needs the output buffer: Gloo's ring uses it as scratch.
         auto opts = std::make_shared<gloo::ReduceOptions>(context);
-        if (outOfPlace)
-            opts->setInput(send, sendCount);
-        opts->setOutput(recv, recvCount);
+        if (out_of_place) opts->setInput(send, send_count);
+        opts->setOutput(recv, recv_count);
         opts->setRoot(c.root);
-        opts->setReduceFunction(reduceKernel<T>(c.op));
+        opts->setReduceFunction(reduce_kernel<T>(c.op));
         return [opts] { gloo::reduce(*opts); };
     }
-    case Collective::ReduceScatter:
-        break; // refused in main()
+    case Collective::ReduceScatter: break; // refused in main()
     }
     throw std::logic_error("gloo-bench: collective not supported");
 }
 
 // Times one group of the row (warm-up, then -n calls between a barrier and
 // the last return) and, with -c 1, checks one more call on fresh input.
-template <typename T>
-void runGroup(const ContextPtr &context, const Options &opts, const Case &c, Placement placement,
-              Buffers<T> &buffers, Report &report) {
-    const std::function<void()> call = makeCall(context, c, placement, buffers);
-    prepareInput(c, placement, buffers);
-    for (int i = 0; i < opts.warmupIters; ++i)
-        call();
+template <typename T> void run_group(const ContextPtr &context, const Options &opts, const Case &c, Placement placement,
+                                     Buffers<T> &buffers, Report &report) {
+    const std::function<void()> call = make_call(context, c, placement, buffers);
+    prepare_input(c, placement, buffers);
+    for (int i = 0; i < opts.warmup_iters; ++i) call();
 
     barrier(context);
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < opts.iters; ++i)
-        call();
+    for (int i = 0; i < opts.iters; ++i) call();
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    const double slowestSeconds =
-        allreduceScalar(context, elapsed.count() / opts.iters, static_cast<Kernel>(&gloo::max<double>));
+    const double slowest_seconds =
+        allreduce_scalar(context, elapsed.count() / opts.iters, static_cast<Kernel>(&gloo::max<double>));
 
     uint64_t wrong = 0;
     if (opts.check) {
         // Timed in-place calls fed their output back as input: start afresh.
-        prepareInput(c, placement, buffers);
+        prepare_input(c, placement, buffers);
         call();
-        wrong = allreduceScalar(context, countWrong(c, buffers), static_cast<Kernel>(&gloo::sum<uint64_t>));
+        wrong = allreduce_scalar(context, count_wrong(c, buffers), static_cast<Kernel>(&gloo::sum<uint64_t>));
     }
-    report.group(c, slowestSeconds, wrong, opts.check);
+    report.group(c, slowest_seconds, wrong, opts.check);
 }
 
-template <typename T> void runRow(const ContextPtr &context, const Options &opts, const Case &c, Report &report) {
+template <typename T> void run_row(const ContextPtr &context, const Options &opts, const Case &c, Report &report) {
     Buffers<T> buffers(c.layout);
-    report.beginRow(c);
-    runGroup(context, opts, c, Placement::OutOfPlace, buffers, report);
-    runGroup(context, opts, c, Placement::InPlace, buffers, report);
-    report.endRow();
+    report.begin_row(c);
+    run_group(context, opts, c, Placement::OutOfPlace, buffers, report);
+    run_group(context, opts, c, Placement::InPlace, buffers, report);
+    report.end_row();
 }
 
 // One rank's whole run; returns its exit status.
-int runRank(const Options &opts, int rank, int nranks, const std::string &storeDir) {
+int run_rank(const Options &opts, int rank, int nranks, const std::string &store_dir) {
     try {
         gloo::transport::tcp::attr attr;
         attr.hostname = kHost;
         auto device = gloo::transport::tcp::CreateDevice(attr);
-        gloo::rendezvous::FileStore store(storeDir);
+        gloo::rendezvous::FileStore store(store_dir);
         auto rendezvous = std::make_shared<gloo::rendezvous::Context>(rank, nranks);
         rendezvous->setTimeout(kTimeout);
         rendezvous->connectFullMesh(store, device);
@@ -207,13 +194,12 @@ int runRank(const Options &opts, int rank, int nranks, const std::string &storeD
 
         Report report(rank == 0);
         report.begin("gloo-bench: Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
-                         std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) +
-                         " (tcp, " + kHost + "), " + std::to_string(nranks) + " ranks",
+                         std::to_string(GLOO_VERSION_MINOR) + "." + std::to_string(GLOO_VERSION_PATCH) + " (tcp, " +
+                         kHost + "), " + std::to_string(nranks) + " ranks",
                      opts);
-        for (size_t bytes : sizeSeries(opts)) {
-            const Case c{opts.collective, opts.op,   opts.dtype, rank, nranks, opts.root,
-                         layoutFor(opts.collective, bytes, info(opts.dtype).size, nranks)};
-            withType(opts.dtype, [&](auto type) { runRow<decltype(type)>(context, opts, c, report); });
+        for (size_t bytes : size_series(opts)) {
+            const Case c = case_for(opts, rank, nranks, bytes);
+            with_type(opts.dtype, [&](auto type) { run_row<decltype(type)>(context, opts, c, report); });
         }
         const int status = report.finish();
         barrier(context); // nobody closes its connections while others still use them
@@ -225,7 +211,7 @@ int runRank(const Options &opts, int rank, int nranks, const std::string &storeD
 }
 
 // Rank and size from the first launcher whose variables are set.
-bool rankFromEnvironment(int *rank, int *nranks) {
+bool rank_from_environment(int *rank, int *nranks) {
     static const char *const kPairs[][2] = {
         {"RANK", "WORLD_SIZE"},
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
@@ -233,12 +219,12 @@ bool rankFromEnvironment(int *rank, int *nranks) {
         {"SLURM_PROCID", "SLURM_NTASKS"},
     };
     for (const auto &pair : kPairs) {
-        const char *rankText = std::getenv(pair[0]);
-        const char *sizeText = std::getenv(pair[1]);
+        const char *rank_text = std::getenv(pair[0]);
+        const char *size_text = std::getenv(pair[1]);
         long r = 0;
         long n = 0;
-        if (rankText != nullptr && sizeText != nullptr && parseInt(sizeText, 1, 4096, &n) &&
-            parseInt(rankText, 0, n - 1, &r)) {
+        if (rank_text != nullptr && size_text != nullptr && nnpccl_tools::read_decimal(size_text, 1, 4096, &n) &&
+            nnpccl_tools::read_decimal(rank_text, 0, n - 1, &r)) {
             *rank = static_cast<int>(r);
             *nranks = static_cast<int>(n);
             return true;
@@ -250,13 +236,13 @@ bool rankFromEnvironment(int *rank, int *nranks) {
 // Forks nranks local ranks that meet in a fresh temporary directory; returns
 // the first failing rank's status, or 0. If one rank fails the others are
 // stopped rather than left waiting for it until Gloo's timeout.
-int launchLocal(const Options &opts, int nranks) {
+int launch_local(const Options &opts, int nranks) {
     std::string pattern = (std::filesystem::temp_directory_path() / "gloo-bench-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
         std::perror("gloo-bench: mkdtemp");
         return 3;
     }
-    const std::string storeDir = pattern;
+    const std::string store_dir = pattern;
     std::fflush(nullptr); // children must not repeat the parent's buffered output
 
     std::vector<pid_t> children;
@@ -264,9 +250,9 @@ int launchLocal(const Options &opts, int nranks) {
     for (int rank = 0; rank < nranks; ++rank) {
         const pid_t pid = fork();
         if (pid == 0) {
-            const int rankStatus = runRank(opts, rank, nranks, storeDir);
+            const int rank_status = run_rank(opts, rank, nranks, store_dir);
             std::fflush(nullptr);
-            _exit(rankStatus);
+            _exit(rank_status);
         }
         if (pid < 0) {
             std::perror("gloo-bench: fork");
@@ -276,24 +262,21 @@ int launchLocal(const Options &opts, int nranks) {
         children.push_back(pid);
     }
     if (status != 0)
-        for (pid_t pid : children)
-            kill(pid, SIGTERM);
+        for (pid_t pid : children) kill(pid, SIGTERM);
 
     for (size_t remaining = children.size(); remaining > 0; --remaining) {
-        int waitStatus = 0;
-        const pid_t pid = waitpid(-1, &waitStatus, 0);
-        if (pid < 0)
-            break;
-        const int childStatus = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
-        if (childStatus != 0 && status == 0) {
-            status = childStatus;
+        int wait_status = 0;
+        const pid_t pid = waitpid(-1, &wait_status, 0);
+        if (pid < 0) break;
+        const int child_status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+        if (child_status != 0 && status == 0) {
+            status = child_status;
             for (pid_t other : children)
-                if (other != pid)
-                    kill(other, SIGTERM);
+                if (other != pid) kill(other, SIGTERM);
         }
     }
     std::error_code ignored;
-    std::filesystem::remove_all(storeDir, ignored);
+    std::filesystem::remove_all(store_dir, ignored);
     return status;
 }
 
@@ -301,34 +284,32 @@ int launchLocal(const Options &opts, int nranks) {
 
 int main(int argc, char **argv) {
     Options opts;
-    if (const int status = parseCommandLine("gloo-bench", argc, argv, /*launcher=*/true, &opts); status >= 0)
+    if (const int status = read_command_line("gloo-bench", argc, argv, /*launcher=*/true, &opts); status >= 0)
         return status;
     if (opts.collective == Collective::ReduceScatter) {
-        std::fprintf(stderr, "gloo-bench: this Gloo (%d.%d.%d) has no reduce_scatter collective\n",
-                     GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+        std::fprintf(stderr, "gloo-bench: this Gloo (%d.%d.%d) has no reduce_scatter collective\n", GLOO_VERSION_MAJOR,
+                     GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
         return kExitNoSuchCollective;
     }
 
     int rank = 0;
-    int nranks = opts.launchRanks;
-    const bool launched = opts.launchRanks == 0 && rankFromEnvironment(&rank, &nranks);
-    if (!launched && nranks == 0)
-        nranks = 1; // neither --np nor a launcher: one local rank, as nccl-tests
+    int nranks = opts.launch_ranks;
+    const bool launched = opts.launch_ranks == 0 && rank_from_environment(&rank, &nranks);
+    if (!launched && nranks == 0) nranks = 1; // neither --np nor a launcher: one local rank, as nccl-tests
     if (opts.root >= nranks) {
         std::fprintf(stderr, "gloo-bench: root %d is not a rank of %d\n", opts.root, nranks);
         return 2;
     }
-    if (!launched)
-        return launchLocal(opts, nranks);
+    if (!launched) return launch_local(opts, nranks);
 
-    std::string storeDir = opts.storeDir;
-    if (storeDir.empty() && std::getenv("GLOO_BENCH_STORE") != nullptr)
-        storeDir = std::getenv("GLOO_BENCH_STORE");
-    if (storeDir.empty()) {
-        std::fprintf(stderr, "gloo-bench: rank %d of %d needs --store DIR or GLOO_BENCH_STORE: an empty "
-                             "directory that all ranks share\n",
+    std::string store_dir = opts.store_dir;
+    if (store_dir.empty() && std::getenv("GLOO_BENCH_STORE") != nullptr) store_dir = std::getenv("GLOO_BENCH_STORE");
+    if (store_dir.empty()) {
+        std::fprintf(stderr,
+                     "gloo-bench: rank %d of %d needs --store DIR or GLOO_BENCH_STORE: an empty "
+                     "directory that all ranks share\n",
                      rank, nranks);
         return 2;
     }
-    return runRank(opts, rank, nranks, storeDir);
+    return run_rank(opts, rank, nranks, store_dir);
 }

@@ -46,44 +46,32 @@ namespace {
 
 using namespace peer_bench;
 
-MPI_Datatype mpiType(Dtype d) {
+MPI_Datatype mpi_type(Dtype d) {
     switch (d) {
-    case Dtype::Int8:
-        return MPI_INT8_T;
-    case Dtype::Uint8:
-        return MPI_UINT8_T;
-    case Dtype::Int32:
-        return MPI_INT32_T;
-    case Dtype::Uint32:
-        return MPI_UINT32_T;
-    case Dtype::Int64:
-        return MPI_INT64_T;
-    case Dtype::Uint64:
-        return MPI_UINT64_T;
-    case Dtype::Float:
-        return MPI_FLOAT;
-    case Dtype::Double:
-        return MPI_DOUBLE;
+    case Dtype::Int8: return MPI_INT8_T;
+    case Dtype::Uint8: return MPI_UINT8_T;
+    case Dtype::Int32: return MPI_INT32_T;
+    case Dtype::Uint32: return MPI_UINT32_T;
+    case Dtype::Int64: return MPI_INT64_T;
+    case Dtype::Uint64: return MPI_UINT64_T;
+    case Dtype::Float: return MPI_FLOAT;
+    case Dtype::Double: return MPI_DOUBLE;
     }
     return MPI_DATATYPE_NULL;
 }
 
-MPI_Op mpiOp(RedOp op) {
+MPI_Op mpi_op(RedOp op) {
     switch (op) {
-    case RedOp::Sum:
-        return MPI_SUM;
-    case RedOp::Prod:
-        return MPI_PROD;
-    case RedOp::Min:
-        return MPI_MIN;
-    case RedOp::Max:
-        return MPI_MAX;
+    case RedOp::Sum: return MPI_SUM;
+    case RedOp::Prod: return MPI_PROD;
+    case RedOp::Min: return MPI_MIN;
+    case RedOp::Max: return MPI_MAX;
     }
     return MPI_OP_NULL;
 }
 
 // "Open MPI v4.1.4": the library's own version string up to its first comma.
-std::string libraryVersion() {
+std::string library_version() {
     char text[MPI_MAX_LIBRARY_VERSION_STRING];
     int length = 0;
     MPI_Get_library_version(text, &length);
@@ -93,36 +81,29 @@ std::string libraryVersion() {
 }
 
 // One call of the collective, in the placement's form.
-template <typename T> void runOnce(const Case &c, Placement placement, Buffers<T> &buffers) {
-    const MPI_Datatype type = mpiType(c.dtype);
-    const MPI_Op op = mpiOp(c.op);
-    const bool inPlace = placement == Placement::InPlace;
-    const void *send = inPlace ? MPI_IN_PLACE : buffers.send.data();
+template <typename T> void run_once(const Case &c, Placement placement, Buffers<T> &buffers) {
+    const MPI_Datatype type = mpi_type(c.dtype);
+    const MPI_Op op = mpi_op(c.op);
+    const bool in_place = placement == Placement::InPlace;
+    const void *send = in_place ? MPI_IN_PLACE : buffers.send.data();
     T *recv = buffers.recv.data();
     // Counts were checked against INT_MAX before the row started.
-    const int sendCount = static_cast<int>(c.layout.sendCount);
-    const int recvCount = static_cast<int>(c.layout.recvCount);
+    const int send_count = static_cast<int>(c.layout.send_count);
+    const int recv_count = static_cast<int>(c.layout.recv_count);
     switch (c.collective) {
-    case Collective::AllReduce:
-        MPI_Allreduce(send, recv, recvCount, type, op, MPI_COMM_WORLD);
-        break;
-    case Collective::ReduceScatter:
-        MPI_Reduce_scatter_block(send, recv, recvCount, type, op, MPI_COMM_WORLD);
-        break;
-    case Collective::AllGather:
-        MPI_Allgather(send, sendCount, type, recv, sendCount, type, MPI_COMM_WORLD);
-        break;
+    case Collective::AllReduce: MPI_Allreduce(send, recv, recv_count, type, op, MPI_COMM_WORLD); break;
+    case Collective::ReduceScatter: MPI_Reduce_scatter_block(send, recv, recv_count, type, op, MPI_COMM_WORLD); break;
+    case Collective::AllGather: MPI_Allgather(send, send_count, type, recv, send_count, type, MPI_COMM_WORLD); break;
     case Collective::Broadcast:
-        if (!inPlace && c.rank == c.root)
-            std::memcpy(recv, buffers.send.data(), c.layout.sendCount * sizeof(T));
-        MPI_Bcast(recv, recvCount, type, c.root, MPI_COMM_WORLD);
+        if (!in_place && c.rank == c.root) std::memcpy(recv, buffers.send.data(), c.layout.send_count * sizeof(T));
+        MPI_Bcast(recv, recv_count, type, c.root, MPI_COMM_WORLD);
         break;
     case Collective::Reduce:
         // MPI_IN_PLACE is the root's alone; the others send from the buffer.
-        if (inPlace && c.rank != c.root)
-            MPI_Reduce(recv, nullptr, recvCount, type, op, c.root, MPI_COMM_WORLD);
+        if (in_place && c.rank != c.root)
+            MPI_Reduce(recv, nullptr, recv_count, type, op, c.root, MPI_COMM_WORLD);
         else
-            MPI_Reduce(send, recv, recvCount, type, op, c.root, MPI_COMM_WORLD);
+            MPI_Reduce(send, recv, recv_count, type, op, c.root, MPI_COMM_WORLD);
         break;
     }
 }
@@ -130,37 +111,35 @@ template <typename T> void runOnce(const Case &c, Placement placement, Buffers<T
 // Times one group of the row (warm-up, then -n calls between a barrier and
 // the last return) and, with -c 1, checks one more call on fresh input.
 template <typename T>
-void runGroup(const Options &opts, const Case &c, Placement placement, Buffers<T> &buffers, Report &report) {
-    prepareInput(c, placement, buffers);
-    for (int i = 0; i < opts.warmupIters; ++i)
-        runOnce(c, placement, buffers);
+void run_group(const Options &opts, const Case &c, Placement placement, Buffers<T> &buffers, Report &report) {
+    prepare_input(c, placement, buffers);
+    for (int i = 0; i < opts.warmup_iters; ++i) run_once(c, placement, buffers);
 
     MPI_Barrier(MPI_COMM_WORLD);
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < opts.iters; ++i)
-        runOnce(c, placement, buffers);
+    for (int i = 0; i < opts.iters; ++i) run_once(c, placement, buffers);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    const double mySeconds = elapsed.count() / opts.iters;
-    double slowestSeconds = 0;
-    MPI_Allreduce(&mySeconds, &slowestSeconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double my_seconds = elapsed.count() / opts.iters;
+    double slowest_seconds = 0;
+    MPI_Allreduce(&my_seconds, &slowest_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
     unsigned long long wrong = 0;
     if (opts.check) {
         // Timed in-place calls fed their output back as input: start afresh.
-        prepareInput(c, placement, buffers);
-        runOnce(c, placement, buffers);
-        const unsigned long long myWrong = countWrong(c, buffers);
-        MPI_Allreduce(&myWrong, &wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        prepare_input(c, placement, buffers);
+        run_once(c, placement, buffers);
+        const unsigned long long my_wrong = count_wrong(c, buffers);
+        MPI_Allreduce(&my_wrong, &wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     }
-    report.group(c, slowestSeconds, wrong, opts.check);
+    report.group(c, slowest_seconds, wrong, opts.check);
 }
 
-template <typename T> void runRow(const Options &opts, const Case &c, Report &report) {
+template <typename T> void run_row(const Options &opts, const Case &c, Report &report) {
     Buffers<T> buffers(c.layout);
-    report.beginRow(c);
-    runGroup(opts, c, Placement::OutOfPlace, buffers, report);
-    runGroup(opts, c, Placement::InPlace, buffers, report);
-    report.endRow();
+    report.begin_row(c);
+    run_group(opts, c, Placement::OutOfPlace, buffers, report);
+    run_group(opts, c, Placement::InPlace, buffers, report);
+    report.end_row();
 }
 
 } // namespace
@@ -173,33 +152,31 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     Options opts;
-    if (const int status = parseCommandLine("mpi-bench", argc, argv, /*launcher=*/false, &opts, rank == 0);
+    if (const int status = read_command_line("mpi-bench", argc, argv, /*launcher=*/false, &opts, rank == 0);
         status >= 0) {
         MPI_Finalize();
         return status;
     }
     if (opts.root >= nranks) {
-        if (rank == 0)
-            std::fprintf(stderr, "mpi-bench: root %d is not a rank of %d\n", opts.root, nranks);
+        if (rank == 0) std::fprintf(stderr, "mpi-bench: root %d is not a rank of %d\n", opts.root, nranks);
         MPI_Finalize();
         return 2;
     }
 
     Report report(rank == 0);
-    report.begin("mpi-bench: " + libraryVersion() + ", " + std::to_string(nranks) + " ranks", opts);
+    report.begin("mpi-bench: " + library_version() + ", " + std::to_string(nranks) + " ranks", opts);
     int status = 0;
-    for (size_t bytes : sizeSeries(opts)) {
-        const Case c{opts.collective, opts.op,   opts.dtype, rank, nranks, opts.root,
-                     layoutFor(opts.collective, bytes, info(opts.dtype).size, nranks)};
-        if (c.layout.bufferCount > static_cast<size_t>(INT_MAX)) {
+    for (size_t bytes : size_series(opts)) {
+        const Case c = case_for(opts, rank, nranks, bytes);
+        if (c.layout.buffer_count > static_cast<size_t>(INT_MAX)) {
             if (rank == 0)
                 std::fprintf(stderr, "mpi-bench: %zu bytes is more elements than an MPI count holds\n", bytes);
             status = 2;
             break;
         }
-        withType(opts.dtype, [&](auto type) { runRow<decltype(type)>(opts, c, report); });
+        with_type(opts.dtype, [&](auto type) { run_row<decltype(type)>(opts, c, report); });
     }
-    const int checkStatus = report.finish();
+    const int check_status = report.finish();
     MPI_Finalize();
-    return status != 0 ? status : checkStatus;
+    return status != 0 ? status : check_status;
 }

@@ -54,22 +54,20 @@ constexpr int kPollTimeoutMs = 300000; // a peer silent this long has failed
 
 // One nonblocking send() or recv() of what is left; false when it moved
 // nothing (the socket buffer is full, or empty).
-bool sendSome(int fd, const void *from, size_t bytes, size_t *done) {
+bool send_some(int fd, const void *from, size_t bytes, size_t *done) {
     const ssize_t n = send(fd, static_cast<const char *>(from) + *done, bytes - *done, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EINTR)
-        fail("send");
+    if (n < 0 && errno != EAGAIN && errno != EINTR) fail("send");
     *done += n > 0 ? static_cast<size_t>(n) : 0;
     return n > 0;
 }
 
-bool recvSome(int fd, void *into, size_t bytes, size_t *done) {
+bool recv_some(int fd, void *into, size_t bytes, size_t *done) {
     const ssize_t n = recv(fd, static_cast<char *>(into) + *done, bytes - *done, MSG_DONTWAIT);
     if (n == 0) {
         errno = ECONNRESET;
         fail("recv: the peer closed the connection");
     }
-    if (n < 0 && errno != EAGAIN && errno != EINTR)
-        fail("recv");
+    if (n < 0 && errno != EAGAIN && errno != EINTR) fail("recv");
     *done += n > 0 ? static_cast<size_t>(n) : 0;
     return n > 0;
 }
@@ -84,9 +82,8 @@ struct Link {
 
 // Called after each turn of a transfer loop: spins while turns move bytes,
 // and after kSpinsBeforePoll idle ones sleeps until a socket is ready.
-void waitIfIdle(const Link &link, bool progressed, bool sending, bool receiving, int *idle) {
-    if (progressed || ++*idle < kSpinsBeforePoll)
-        return;
+void wait_if_idle(const Link &link, bool progressed, bool sending, bool receiving, int *idle) {
+    if (progressed || ++*idle < kSpinsBeforePoll) return;
     *idle = 0;
     pollfd p[2] = {{link.out, static_cast<short>(sending ? POLLOUT : 0), 0},
                    {link.in, static_cast<short>(receiving ? POLLIN : 0), 0}};
@@ -95,42 +92,36 @@ void waitIfIdle(const Link &link, bool progressed, bool sending, bool receiving,
         errno = ETIMEDOUT;
         fail("poll");
     }
-    if (ready < 0 && errno != EINTR)
-        fail("poll");
+    if (ready < 0 && errno != EINTR) fail("poll");
 }
 
-// Sends `sendBytes` from `out` and receives `recvBytes` into `in` at the
+// Sends `send_bytes` from `out` and receives `recv_bytes` into `in` at the
 // same time, so neither side's send waits for the other's receive.
-void swapBytes(const Link &link, const void *out, size_t sendBytes, void *in, size_t recvBytes) {
+void swap_bytes(const Link &link, const void *out, size_t send_bytes, void *in, size_t recv_bytes) {
     size_t sent = 0, received = 0;
     int idle = 0;
-    while (sent < sendBytes || received < recvBytes) {
-        bool progressed = sent < sendBytes && sendSome(link.out, out, sendBytes, &sent);
-        progressed |= received < recvBytes && recvSome(link.in, in, recvBytes, &received);
-        waitIfIdle(link, progressed, sent < sendBytes, received < recvBytes, &idle);
+    while (sent < send_bytes || received < recv_bytes) {
+        bool progressed = sent < send_bytes && send_some(link.out, out, send_bytes, &sent);
+        progressed |= received < recv_bytes && recv_some(link.in, in, recv_bytes, &received);
+        wait_if_idle(link, progressed, sent < send_bytes, received < recv_bytes, &idle);
     }
 }
 
 // out[i] = first[i] op second[i], one loop per op so each vectorises.
 template <typename T, typename Op> void combine(T *out, const T *first, const T *second, size_t count, Op op) {
-    for (size_t i = 0; i < count; ++i)
-        out[i] = op(first[i], second[i]);
+    for (size_t i = 0; i < count; ++i) out[i] = op(first[i], second[i]);
 }
 
 // out = mine op theirs, the lower rank's operand first so both ranks of an
 // allreduce compute the same bits.
-template <typename T> void reduceInto(RedOp op, int rank, T *out, const T *mine, const T *theirs, size_t count) {
+template <typename T> void reduce_into(RedOp op, int rank, T *out, const T *mine, const T *theirs, size_t count) {
     const T *first = rank == 0 ? mine : theirs;
     const T *second = rank == 0 ? theirs : mine;
     switch (op) {
-    case RedOp::Sum:
-        return combine(out, first, second, count, [](T a, T b) { return static_cast<T>(a + b); });
-    case RedOp::Prod:
-        return combine(out, first, second, count, [](T a, T b) { return static_cast<T>(a * b); });
-    case RedOp::Min:
-        return combine(out, first, second, count, [](T a, T b) { return std::min(a, b); });
-    case RedOp::Max:
-        return combine(out, first, second, count, [](T a, T b) { return std::max(a, b); });
+    case RedOp::Sum: return combine(out, first, second, count, [](T a, T b) { return static_cast<T>(a + b); });
+    case RedOp::Prod: return combine(out, first, second, count, [](T a, T b) { return static_cast<T>(a * b); });
+    case RedOp::Min: return combine(out, first, second, count, [](T a, T b) { return std::min(a, b); });
+    case RedOp::Max: return combine(out, first, second, count, [](T a, T b) { return std::max(a, b); });
     }
 }
 
@@ -140,86 +131,84 @@ enum class Way { FewestBytes, OneSwap };
 // them: the peer's half of the input goes out while this rank's half of
 // the peer's input comes in, each piece reduced into `out` as it lands,
 // and the reduced half follows on the connection as soon as the input half
-// has gone, while the peer's reduced half arrives into `theirsOut`.
-template <typename T>
-void halvesPipelined(const Link &link, const Case &c, const T *theirsIn, size_t theirsCount, const T *mineIn, T *arrived,
-                     T *out, size_t mineCount, T *theirsOut) {
-    const size_t inputBytes = theirsCount * sizeof(T), mineBytes = mineCount * sizeof(T);
-    size_t inputSent = 0, arrivedBytes = 0, reducedCount = 0, outSent = 0, theirsReceived = 0;
+// has gone, while the peer's reduced half arrives into `theirs_out`.
+template <typename T> void halves_pipelined(const Link &link, const Case &c, const T *theirs_in, size_t theirs_count,
+                                            const T *mine_in, T *arrived, T *out, size_t mine_count, T *theirs_out) {
+    const size_t input_bytes = theirs_count * sizeof(T), mine_bytes = mine_count * sizeof(T);
+    size_t input_sent = 0, arrived_bytes = 0, reduced_count = 0, out_sent = 0, theirs_received = 0;
     int idle = 0;
-    while (inputSent < inputBytes || outSent < mineBytes || arrivedBytes < mineBytes || theirsReceived < inputBytes) {
+    while (input_sent < input_bytes || out_sent < mine_bytes || arrived_bytes < mine_bytes ||
+           theirs_received < input_bytes) {
         bool progressed = false;
-        if (inputSent < inputBytes)
-            progressed = sendSome(link.out, theirsIn, inputBytes, &inputSent);
-        else if (outSent < reducedCount * sizeof(T))
-            progressed = sendSome(link.out, out, reducedCount * sizeof(T), &outSent);
-        if (arrivedBytes < mineBytes)
-            progressed |= recvSome(link.in, arrived, mineBytes, &arrivedBytes);
-        else if (theirsReceived < inputBytes)
-            progressed |= recvSome(link.in, theirsOut, inputBytes, &theirsReceived);
-        const size_t whole = arrivedBytes / sizeof(T);
-        if (whole > reducedCount) {
-            reduceInto(c.op, c.rank, out + reducedCount, mineIn + reducedCount, arrived + reducedCount,
-                       whole - reducedCount);
-            reducedCount = whole;
+        if (input_sent < input_bytes)
+            progressed = send_some(link.out, theirs_in, input_bytes, &input_sent);
+        else if (out_sent < reduced_count * sizeof(T))
+            progressed = send_some(link.out, out, reduced_count * sizeof(T), &out_sent);
+        if (arrived_bytes < mine_bytes)
+            progressed |= recv_some(link.in, arrived, mine_bytes, &arrived_bytes);
+        else if (theirs_received < input_bytes)
+            progressed |= recv_some(link.in, theirs_out, input_bytes, &theirs_received);
+        const size_t whole = arrived_bytes / sizeof(T);
+        if (whole > reduced_count) {
+            reduce_into(c.op, c.rank, out + reduced_count, mine_in + reduced_count, arrived + reduced_count,
+                        whole - reduced_count);
+            reduced_count = whole;
             progressed = true;
         }
-        waitIfIdle(link, progressed, inputSent < inputBytes || outSent < reducedCount * sizeof(T),
-                   arrivedBytes < mineBytes || theirsReceived < inputBytes, &idle);
+        wait_if_idle(link, progressed, input_sent < input_bytes || out_sent < reduced_count * sizeof(T),
+                     arrived_bytes < mine_bytes || theirs_received < input_bytes, &idle);
     }
 }
 
 // One call of the collective on two ranks. `scratch` holds what arrives
 // before it is reduced.
-template <typename T>
-void collective(const Link &link, const Case &c, Placement placement, Way way, Buffers<T> &buffers, std::vector<T> &scratch) {
-    const bool inPlace = placement == Placement::InPlace;
+template <typename T> void collective(const Link &link, const Case &c, Placement placement, Way way,
+                                      Buffers<T> &buffers, std::vector<T> &scratch) {
+    const bool in_place = placement == Placement::InPlace;
     const int peer = 1 - c.rank;
     T *recv = buffers.recv.data();
-    const T *input = inPlace ? recv + inPlaceInputOffset(c.collective, c.layout, c.rank) : buffers.send.data();
-    const size_t count = c.layout.sendCount;
+    const T *input = in_place ? recv + in_place_input_offset(c.collective, c.layout, c.rank) : buffers.send.data();
+    const size_t count = c.layout.send_count;
     switch (c.collective) {
     case Collective::AllReduce: {
         if (way == Way::OneSwap) {
-            swapBytes(link, input, count * sizeof(T), scratch.data(), count * sizeof(T));
-            reduceInto(c.op, c.rank, recv, input, scratch.data(), count);
+            swap_bytes(link, input, count * sizeof(T), scratch.data(), count * sizeof(T));
+            reduce_into(c.op, c.rank, recv, input, scratch.data(), count);
             return;
         }
         // Rank 0 owns the first half, rank 1 the rest.
         const size_t half = count / 2;
-        const size_t mineAt = c.rank == 0 ? 0 : half, mineCount = c.rank == 0 ? half : count - half;
-        const size_t theirsAt = c.rank == 0 ? half : 0, theirsCount = count - mineCount;
-        halvesPipelined(link, c, input + theirsAt, theirsCount, input + mineAt, scratch.data(), recv + mineAt,
-                        mineCount, recv + theirsAt);
+        const size_t mine_at = c.rank == 0 ? 0 : half, mine_count = c.rank == 0 ? half : count - half;
+        const size_t theirs_at = c.rank == 0 ? half : 0, theirs_count = count - mine_count;
+        halves_pipelined(link, c, input + theirs_at, theirs_count, input + mine_at, scratch.data(), recv + mine_at,
+                         mine_count, recv + theirs_at);
         return;
     }
     case Collective::ReduceScatter: {
-        const size_t block = c.layout.recvCount;
-        swapBytes(link, input + static_cast<size_t>(peer) * block, block * sizeof(T), scratch.data(),
-                  block * sizeof(T));
-        reduceInto(c.op, c.rank, recv, input + static_cast<size_t>(c.rank) * block, scratch.data(), block);
+        const size_t block = c.layout.recv_count;
+        swap_bytes(link, input + static_cast<size_t>(peer) * block, block * sizeof(T), scratch.data(),
+                   block * sizeof(T));
+        reduce_into(c.op, c.rank, recv, input + static_cast<size_t>(c.rank) * block, scratch.data(), block);
         return;
     }
     case Collective::AllGather:
-        if (!inPlace)
-            std::memcpy(recv + static_cast<size_t>(c.rank) * count, input, count * sizeof(T));
-        swapBytes(link, input, count * sizeof(T), recv + static_cast<size_t>(peer) * count, count * sizeof(T));
+        if (!in_place) std::memcpy(recv + static_cast<size_t>(c.rank) * count, input, count * sizeof(T));
+        swap_bytes(link, input, count * sizeof(T), recv + static_cast<size_t>(peer) * count, count * sizeof(T));
         return;
     case Collective::Broadcast:
         if (c.rank == c.root) {
-            if (!inPlace)
-                std::memcpy(recv, input, count * sizeof(T));
-            swapBytes(link, recv, count * sizeof(T), nullptr, 0);
+            if (!in_place) std::memcpy(recv, input, count * sizeof(T));
+            swap_bytes(link, recv, count * sizeof(T), nullptr, 0);
         } else {
-            swapBytes(link, nullptr, 0, recv, count * sizeof(T));
+            swap_bytes(link, nullptr, 0, recv, count * sizeof(T));
         }
         return;
     case Collective::Reduce:
         if (c.rank == c.root) {
-            swapBytes(link, nullptr, 0, scratch.data(), count * sizeof(T));
-            reduceInto(c.op, c.rank, recv, input, scratch.data(), count);
+            swap_bytes(link, nullptr, 0, scratch.data(), count * sizeof(T));
+            reduce_into(c.op, c.rank, recv, input, scratch.data(), count);
         } else {
-            swapBytes(link, input, count * sizeof(T), nullptr, 0);
+            swap_bytes(link, input, count * sizeof(T), nullptr, 0);
         }
         return;
     }
@@ -227,62 +216,57 @@ void collective(const Link &link, const Case &c, Placement placement, Way way, B
 
 template <typename V> V exchanged(const Link &link, V mine) {
     V theirs{};
-    swapBytes(link, &mine, sizeof mine, &theirs, sizeof theirs);
+    swap_bytes(link, &mine, sizeof mine, &theirs, sizeof theirs);
     return theirs;
 }
 
 // The slowest rank's average time of one call made `way`; with -c 1 the
 // wrong elements of one more call on fresh input are added to *wrong.
-template <typename T>
-double timeWay(const Link &link, const Options &opts, const Case &c, Placement placement, Way way, Buffers<T> &buffers,
-               std::vector<T> &scratch, uint64_t *wrong) {
-    prepareInput(c, placement, buffers);
-    for (int i = 0; i < opts.warmupIters; ++i)
-        collective(link, c, placement, way, buffers, scratch);
+template <typename T> double time_way(const Link &link, const Options &opts, const Case &c, Placement placement,
+                                      Way way, Buffers<T> &buffers, std::vector<T> &scratch, uint64_t *wrong) {
+    prepare_input(c, placement, buffers);
+    for (int i = 0; i < opts.warmup_iters; ++i) collective(link, c, placement, way, buffers, scratch);
     exchanged(link, 0); // both start the clock together
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < opts.iters; ++i)
-        collective(link, c, placement, way, buffers, scratch);
+    for (int i = 0; i < opts.iters; ++i) collective(link, c, placement, way, buffers, scratch);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     const double mine = elapsed.count() / opts.iters;
     const double slowest = std::max(mine, exchanged(link, mine));
     if (opts.check) {
-        prepareInput(c, placement, buffers);
+        prepare_input(c, placement, buffers);
         collective(link, c, placement, way, buffers, scratch);
-        const uint64_t here = countWrong(c, buffers);
+        const uint64_t here = count_wrong(c, buffers);
         *wrong += here + exchanged(link, here);
     }
     return slowest;
 }
 
-template <typename T>
-void runGroup(const Link &link, const Options &opts, const Case &c, Placement placement, Buffers<T> &buffers,
-              std::vector<T> &scratch, Report &report) {
+template <typename T> void run_group(const Link &link, const Options &opts, const Case &c, Placement placement,
+                                     Buffers<T> &buffers, std::vector<T> &scratch, Report &report) {
     uint64_t wrong = 0;
-    double seconds = timeWay(link, opts, c, placement, Way::FewestBytes, buffers, scratch, &wrong);
+    double seconds = time_way(link, opts, c, placement, Way::FewestBytes, buffers, scratch, &wrong);
     if (c.collective == Collective::AllReduce)
-        seconds = std::min(seconds, timeWay(link, opts, c, placement, Way::OneSwap, buffers, scratch, &wrong));
+        seconds = std::min(seconds, time_way(link, opts, c, placement, Way::OneSwap, buffers, scratch, &wrong));
     report.group(c, seconds, wrong, opts.check);
 }
 
-int runRank(const Options &opts, int rank, const Link &link) {
+int run_rank(const Options &opts, int rank, const Link &link) {
     try {
         const int one = 1;
-        for (int fd : {link.out, link.in})
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        for (int fd : {link.out, link.in}) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         Report report(rank == 0);
-        report.begin("socket-bench: send() and recv() over 127.0.0.1, a connection each way, no library, 2 ranks", opts);
-        for (size_t bytes : sizeSeries(opts)) {
-            const Case c{opts.collective, opts.op,   opts.dtype, rank, 2, opts.root,
-                         layoutFor(opts.collective, bytes, info(opts.dtype).size, 2)};
-            withType(opts.dtype, [&](auto type) {
+        report.begin("socket-bench: send() and recv() over 127.0.0.1, a connection each way, no library, 2 ranks",
+                     opts);
+        for (size_t bytes : size_series(opts)) {
+            const Case c = case_for(opts, rank, 2, bytes);
+            with_type(opts.dtype, [&](auto type) {
                 using T = decltype(type);
                 Buffers<T> buffers(c.layout);
-                std::vector<T> scratch(c.layout.sendCount);
-                report.beginRow(c);
-                runGroup(link, opts, c, Placement::OutOfPlace, buffers, scratch, report);
-                runGroup(link, opts, c, Placement::InPlace, buffers, scratch, report);
-                report.endRow();
+                std::vector<T> scratch(c.layout.send_count);
+                report.begin_row(c);
+                run_group(link, opts, c, Placement::OutOfPlace, buffers, scratch, report);
+                run_group(link, opts, c, Placement::InPlace, buffers, scratch, report);
+                report.end_row();
             });
         }
         return report.finish();
@@ -295,7 +279,7 @@ int runRank(const Options &opts, int rank, const Link &link) {
 // Rank 0 listens on an ephemeral loopback port before the fork, so rank 1
 // connects to a socket that is already there: its first connection carries
 // rank 1's sends, its second rank 0's.
-int launchPair(const Options &opts) {
+int launch_pair(const Options &opts) {
     const int listener = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -322,7 +306,7 @@ int launchPair(const Options &opts) {
                 _exit(3);
             }
         }
-        const int status = runRank(opts, 1, link);
+        const int status = run_rank(opts, 1, link);
         std::fflush(nullptr);
         _exit(status);
     }
@@ -334,12 +318,11 @@ int launchPair(const Options &opts) {
     if (link.out < 0)
         std::perror("socket-bench: rank 0: accept");
     else
-        status = runRank(opts, 0, link);
-    if (status != 0)
-        kill(child, SIGTERM);
-    int childStatus = 0;
-    if (waitpid(child, &childStatus, 0) == child && status == 0)
-        status = WIFEXITED(childStatus) ? WEXITSTATUS(childStatus) : 128 + WTERMSIG(childStatus);
+        status = run_rank(opts, 0, link);
+    if (status != 0) kill(child, SIGTERM);
+    int child_status = 0;
+    if (waitpid(child, &child_status, 0) == child && status == 0)
+        status = WIFEXITED(child_status) ? WEXITSTATUS(child_status) : 128 + WTERMSIG(child_status);
     return status;
 }
 
@@ -347,14 +330,13 @@ int launchPair(const Options &opts) {
 
 int main(int argc, char **argv) {
     Options opts;
-    if (const int status = parseCommandLine("socket-bench", argc, argv, /*launcher=*/true, &opts); status >= 0)
+    if (const int status = read_command_line("socket-bench", argc, argv, /*launcher=*/true, &opts); status >= 0)
         return status;
-    if (opts.launchRanks != 0 && opts.launchRanks != 2) {
-        std::fprintf(stderr, "socket-bench: --np %d: it runs exactly 2 ranks\n",
-                     opts.launchRanks);
+    if (opts.launch_ranks != 0 && opts.launch_ranks != 2) {
+        std::fprintf(stderr, "socket-bench: --np %d: it runs exactly 2 ranks\n", opts.launch_ranks);
         return 2;
     }
-    if (!opts.storeDir.empty()) {
+    if (!opts.store_dir.empty()) {
         std::fprintf(stderr, "socket-bench: --store is not for this tool: it forks its two ranks itself\n");
         return 2;
     }
@@ -362,5 +344,5 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "socket-bench: root %d is not a rank of 2\n", opts.root);
         return 2;
     }
-    return launchPair(opts);
+    return launch_pair(opts);
 }

@@ -1,4 +1,4 @@
-#include "ccl-topo-draw.hpp"
+#include "topology_drawing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-namespace ccl_topo {
+namespace nnpccl_tools {
 
 using nnpccl::Link;
 using nnpccl::Machine;
@@ -46,9 +46,9 @@ public:
             radius_ = 20;
             const double side = 170, gap = 130, top = margin_ + 30;
             const double left = margin_, right = margin_ + side + gap;
-            const Point corners[8] = {{left, top},           {left + side, top},  {left + side, top + side},
-                                      {left, top + side},    {right + side, top}, {right, top},
-                                      {right, top + side},   {right + side, top + side}};
+            const Point corners[8] = {{left, top},         {left + side, top},        {left + side, top + side},
+                                      {left, top + side},  {right + side, top},       {right, top},
+                                      {right, top + side}, {right + side, top + side}};
             pos_.assign(corners, corners + 8);
             width_ = right + side + margin_;
             height_ = top + side + 30 + margin_;
@@ -84,8 +84,8 @@ public:
         } else if (hcm_ && ((a == 0 && b == 4) || (a == 4 && b == 0) || (a == 3 && b == 7) || (a == 7 && b == 3))) {
             double lift = (a == 0 || b == 0) ? -85.0 : 85.0;
             Point n = normal(unit(p, q), offset);
-            d << move(p.x + n.x, p.y + n.y) << "Q" << fmt((p.x + q.x) / 2 + n.x) << " " << fmt(p.y + lift + n.y)
-              << " " << fmt(q.x + n.x) << " " << fmt(q.y + n.y);
+            d << move(p.x + n.x, p.y + n.y) << "Q" << fmt((p.x + q.x) / 2 + n.x) << " " << fmt(p.y + lift + n.y) << " "
+              << fmt(q.x + n.x) << " " << fmt(q.y + n.y);
         } else {
             Point n = normal(unit(p, q), offset);
             d << move(p.x + n.x, p.y + n.y) << line(q.x + n.x, q.y + n.y);
@@ -129,11 +129,16 @@ private:
 std::string escape(const std::string &s) {
     std::string out;
     for (char c : s) {
-        if (c == '&') out += "&amp;";
-        else if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else if (c == '"') out += "&quot;";
-        else out += c;
+        if (c == '&')
+            out += "&amp;";
+        else if (c == '<')
+            out += "&lt;";
+        else if (c == '>')
+            out += "&gt;";
+        else if (c == '"')
+            out += "&quot;";
+        else
+            out += c;
     }
     return out;
 }
@@ -183,25 +188,19 @@ std::map<ChipPair, std::vector<RingUse>> rings_on_cables(const Topology &t) {
 
 } // namespace
 
-std::string render_svg(const Topology &t, const LinkOverlay *overlay) {
-    const Machine &m = t.machine();
-    Layout layout(m);
-    const double line_height = 20;
-    const size_t rings = t.ring_embeddings().size();
-    const double legend_top = layout.height() + 10;
-    const double legend_lines = overlay != nullptr ? 2 + static_cast<double>(overlay->legend.size())
-                                                   : 4 + static_cast<double>(std::min<size_t>(rings, 12));
-    const double height = legend_top + line_height * legend_lines + 20;
-    const double width = std::max(layout.width(), 760.0);
-    std::ostringstream svg;
+namespace {
+
+void draw_header(std::ostream &svg, const Topology &t, double width, double height) {
     svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Layout::fmt(width) << "\" height=\""
         << Layout::fmt(height) << "\" viewBox=\"0 0 " << Layout::fmt(width) << " " << Layout::fmt(height)
         << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
         << "<title>" << escape(t.name()) << "</title>\n"
         << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+}
 
-    // ICL links, grey, under everything.
+// ICL links, grey, under everything.
+void draw_links(std::ostream &svg, const Machine &m, const Layout &layout) {
     svg << "<g fill=\"none\" stroke=\"#b0b0b0\" stroke-width=\"1.5\">\n";
     for (const Link &l : m.links()) {
         if (m.has_link(l.to, l.from) && l.from > l.to) continue; // a cable once
@@ -209,28 +208,29 @@ std::string render_svg(const Topology &t, const LinkOverlay *overlay) {
             << (layout.dashed(l.from, l.to) ? " stroke-dasharray=\"5 3\"" : "") << "/>\n";
     }
     svg << "</g>\n";
+}
 
-    if (overlay != nullptr) {
-        // Each direction of a link in its colour, the two of a cable side by
-        // side (a path's offset is to the left of its direction).
-        svg << "<g fill=\"none\" stroke-width=\"3\" stroke-linecap=\"round\">\n";
-        for (size_t i = 0; i < m.links().size(); ++i) {
-            const Link &l = m.links()[i];
-            const std::string colour = i < overlay->colour.size() ? overlay->colour[i] : "";
-            const std::string tip = i < overlay->tooltip.size() ? overlay->tooltip[i] : "";
-            if (colour.empty() && tip.empty()) continue;
-            svg << "  <path d=\"" << layout.path(l.from, l.to, 2.2) << "\" stroke=\""
-                << (colour.empty() ? "#b0b0b0" : colour) << "\"" << (colour.empty() ? " stroke-width=\"1\"" : "")
-                << (layout.dashed(l.from, l.to) ? " stroke-dasharray=\"6 3\"" : "") << ">";
-            if (!tip.empty()) svg << "<title>" << escape(tip) << "</title>";
-            svg << "</path>\n";
-        }
-        svg << "</g>\n";
+// Each direction of a link in its colour, the two of a cable side by side
+// (a path's offset is to the left of its direction).
+void draw_overlay(std::ostream &svg, const Machine &m, const Layout &layout, const LinkOverlay &overlay) {
+    svg << "<g fill=\"none\" stroke-width=\"3\" stroke-linecap=\"round\">\n";
+    for (size_t i = 0; i < m.links().size(); ++i) {
+        const Link &l = m.links()[i];
+        const std::string colour = i < overlay.colour.size() ? overlay.colour[i] : "";
+        const std::string tip = i < overlay.tooltip.size() ? overlay.tooltip[i] : "";
+        if (colour.empty() && tip.empty()) continue;
+        svg << "  <path d=\"" << layout.path(l.from, l.to, 2.2) << "\" stroke=\""
+            << (colour.empty() ? "#b0b0b0" : colour) << "\"" << (colour.empty() ? " stroke-width=\"1\"" : "")
+            << (layout.dashed(l.from, l.to) ? " stroke-dasharray=\"6 3\"" : "") << ">";
+        if (!tip.empty()) svg << "<title>" << escape(tip) << "</title>";
+        svg << "</path>\n";
     }
+    svg << "</g>\n";
+}
 
-    // Rings: each cable a ring crosses, in the ring's colour; several rings
-    // on one cable sit side by side. Routed hops (not one link) are dotted.
-    const auto on = overlay == nullptr ? rings_on_cables(t) : std::map<ChipPair, std::vector<RingUse>>{};
+// Rings: each cable a ring crosses, in the ring's colour; several rings on
+// one cable sit side by side. Routed hops (not one link) are dotted.
+void draw_rings(std::ostream &svg, const std::map<ChipPair, std::vector<RingUse>> &on, const Layout &layout) {
     svg << "<g fill=\"none\" stroke-width=\"3.5\" stroke-linecap=\"round\">\n";
     for (const auto &cable : on) {
         const auto &list = cable.second;
@@ -240,16 +240,19 @@ std::string render_svg(const Topology &t, const LinkOverlay *overlay) {
             bool routed = list[k].routed;
             svg << "  <path d=\"" << layout.path(cable.first.first, cable.first.second, offset) << "\" stroke=\""
                 << ring_colour(r) << "\""
-                << (routed ? " stroke-dasharray=\"2 4\"" : layout.dashed(cable.first.first, cable.first.second)
-                                                              ? " stroke-dasharray=\"6 3\""
-                                                              : "")
+                << (routed                                                 ? " stroke-dasharray=\"2 4\""
+                    : layout.dashed(cable.first.first, cable.first.second) ? " stroke-dasharray=\"6 3\""
+                                                                           : "")
                 << "/>\n";
         }
     }
     svg << "</g>\n";
+}
 
-    // Chips: filled when a rank runs there; rank under the chip number when
-    // it differs.
+// Chips: filled when a rank runs there; rank under the chip number when it
+// differs.
+void draw_chips(std::ostream &svg, const Topology &t, const Layout &layout) {
+    const Machine &m = t.machine();
     std::vector<int> rank_of_chip(static_cast<size_t>(m.num_chips()), -1);
     for (int r = 0; r < t.nranks(); ++r) rank_of_chip[static_cast<size_t>(t.chip_of(r))] = r;
     const double rad = layout.radius();
@@ -269,48 +272,81 @@ std::string render_svg(const Topology &t, const LinkOverlay *overlay) {
                 << "\" font-size=\"" << number(font * 0.75) << "\" fill=\"#2b4c6f\">r" << rank << "</text>\n";
     }
     svg << "</g>\n";
+}
 
-    // Legend.
-    std::string shape = nnpccl::shape_name(m.shape());
-    if (m.shape() == Shape::Torus) shape += " " + std::to_string(m.torus().x) + "x" + std::to_string(m.torus().y);
-    double y = legend_top + line_height;
-    svg << "<g font-size=\"13\" fill=\"#1a1a1a\">\n";
-    svg << "  <text x=\"20\" y=\"" << Layout::fmt(y) << "\" font-weight=\"bold\">" << escape(t.name()) << " ("
-        << escape(shape) << "): " << m.num_chips() << " chips, " << m.bidirectional_link_count()
-        << " bidirectional links, " << t.nranks() << " ranks</text>\n";
-    if (overlay != nullptr) {
-        for (const LinkOverlay::Line &line : overlay->legend) {
-            y += line_height;
-            if (!line.colour.empty())
-                svg << "  <line x1=\"20\" y1=\"" << Layout::fmt(y - 4) << "\" x2=\"50\" y2=\"" << Layout::fmt(y - 4)
-                    << "\" stroke=\"" << line.colour << "\" stroke-width=\"3.5\"/>\n";
-            svg << "  <text x=\"" << (line.colour.empty() ? "20" : "58") << "\" y=\"" << Layout::fmt(y) << "\">"
-                << escape(line.text) << "</text>\n";
-        }
-        svg << "</g>\n</svg>\n";
-        return svg.str();
-    }
+// A legend line with a swatch of `colour` before its text.
+void draw_swatch(std::ostream &svg, double y, const std::string &colour, bool dotted) {
+    svg << "  <line x1=\"20\" y1=\"" << Layout::fmt(y - 4) << "\" x2=\"50\" y2=\"" << Layout::fmt(y - 4)
+        << "\" stroke=\"" << colour << "\" stroke-width=\"3.5\"" << (dotted ? " stroke-dasharray=\"2 4\"" : "")
+        << "/>\n";
+}
+
+// The rings' legend: how many there are, what the greys mean, then each ring
+// (the first 12) in its colour.
+void draw_ring_legend(std::ostream &svg, const Topology &t, double y, double line_height) {
+    const Machine &m = t.machine();
     y += line_height;
     const int ham = t.hamiltonian_ring_count();
     svg << "  <text x=\"20\" y=\"" << Layout::fmt(y) << "\">"
-        << (ham > 1   ? std::to_string(ham) + " edge-disjoint Hamiltonian rings"
+        << (ham > 1    ? std::to_string(ham) + " edge-disjoint Hamiltonian rings"
             : ham == 1 ? std::string("1 Hamiltonian ring")
                        : std::string("no Hamiltonian ring over links: dotted hops are routed"))
         << (m.shape() == Shape::Torus ? "; dashed stubs: wrap-around links" : "") << "</text>\n";
     y += line_height;
     svg << "  <text x=\"20\" y=\"" << Layout::fmt(y)
         << "\">grey: links no ring uses; pale chips: no rank; rN under a chip: the rank on it</text>\n";
-    for (size_t r = 0; r < rings && r < 12; ++r) {
+    for (size_t r = 0; r < t.ring_embeddings().size() && r < 12; ++r) {
         y += line_height;
         const auto &ring = t.ring_embeddings()[r];
-        svg << "  <line x1=\"20\" y1=\"" << Layout::fmt(y - 4) << "\" x2=\"50\" y2=\"" << Layout::fmt(y - 4)
-            << "\" stroke=\"" << ring_colour(r) << "\" stroke-width=\"3.5\""
-            << (ring.on_links ? "" : " stroke-dasharray=\"2 4\"") << "/>\n";
+        draw_swatch(svg, y, ring_colour(r), !ring.on_links);
         svg << "  <text x=\"58\" y=\"" << Layout::fmt(y) << "\">ring " << r << ": " << ring_text(ring.ranks, 24)
             << " — " << number(ring.bottleneck_gbps) << " GB/s, " << number(ring.hop_latency_us) << " µs/hop"
             << (ring.on_links ? "" : " (routed)") << "</text>\n";
     }
+}
+
+// The legend: the machine in one line, then the overlay's lines or the rings'.
+void draw_legend(std::ostream &svg, const Topology &t, const LinkOverlay *overlay, double top, double line_height) {
+    const Machine &m = t.machine();
+    std::string shape = nnpccl::shape_name(m.shape());
+    if (m.shape() == Shape::Torus) shape += " " + std::to_string(m.torus().x) + "x" + std::to_string(m.torus().y);
+    double y = top + line_height;
+    svg << "<g font-size=\"13\" fill=\"#1a1a1a\">\n";
+    svg << "  <text x=\"20\" y=\"" << Layout::fmt(y) << "\" font-weight=\"bold\">" << escape(t.name()) << " ("
+        << escape(shape) << "): " << m.num_chips() << " chips, " << m.bidirectional_link_count()
+        << " bidirectional links, " << t.nranks() << " ranks</text>\n";
+    if (overlay == nullptr) {
+        draw_ring_legend(svg, t, y, line_height);
+    } else {
+        for (const LinkOverlay::Line &line : overlay->legend) {
+            y += line_height;
+            if (!line.colour.empty()) draw_swatch(svg, y, line.colour, false);
+            svg << "  <text x=\"" << (line.colour.empty() ? "20" : "58") << "\" y=\"" << Layout::fmt(y) << "\">"
+                << escape(line.text) << "</text>\n";
+        }
+    }
     svg << "</g>\n</svg>\n";
+}
+
+} // namespace
+
+std::string render_svg(const Topology &t, const LinkOverlay *overlay) {
+    const Machine &m = t.machine();
+    Layout layout(m);
+    const double line_height = 20;
+    const size_t rings = t.ring_embeddings().size();
+    const double legend_top = layout.height() + 10;
+    const double legend_lines = overlay != nullptr ? 2 + static_cast<double>(overlay->legend.size())
+                                                   : 4 + static_cast<double>(std::min<size_t>(rings, 12));
+    const double height = legend_top + line_height * legend_lines + 20;
+    const double width = std::max(layout.width(), 760.0);
+    std::ostringstream svg;
+    draw_header(svg, t, width, height);
+    draw_links(svg, m, layout);
+    if (overlay != nullptr) draw_overlay(svg, m, layout, *overlay);
+    draw_rings(svg, overlay == nullptr ? rings_on_cables(t) : std::map<ChipPair, std::vector<RingUse>>{}, layout);
+    draw_chips(svg, t, layout);
+    draw_legend(svg, t, overlay, legend_top, line_height);
     return svg.str();
 }
 
@@ -352,4 +388,4 @@ std::string render_dot(const Topology &t) {
     return dot.str();
 }
 
-} // namespace ccl_topo
+} // namespace nnpccl_tools

@@ -1,5 +1,6 @@
-// Pictures of a topology for ccl-topo: SVG (chips as nodes, ICL links as
-// edges, each ring in its own colour) and Graphviz DOT.
+// Pictures of a topology: SVG (chips as nodes, ICL links as edges, each
+// ring in its own colour, or ccl-sim's link utilisation) and Graphviz DOT,
+// for ccl-topo --svg/--dot and ccl-sim --svg.
 #pragma once
 
 #include <string>
@@ -7,7 +8,7 @@
 
 #include "topology.hpp"
 
-namespace ccl_topo {
+namespace nnpccl_tools {
 
 // What to draw on the links instead of the rings (ccl-sim: how busy each
 // link was). Per directed link of Machine::links(), in its order: a colour
@@ -33,4 +34,4 @@ std::string render_svg(const nnpccl::Topology &topology, const LinkOverlay *over
 // A Graphviz graph with fixed positions (neato -n) in the same layout.
 std::string render_dot(const nnpccl::Topology &topology);
 
-} // namespace ccl_topo
+} // namespace nnpccl_tools
