@@ -64,7 +64,7 @@ def applicable_defects(method, inplace, kind):
     """The defects that can be given to this call."""
     has_recv = method in ("allreduce", "reduce_scatter", "allgather", "alltoall", "reduce") and not inplace
     defects = ["dtype_name"] if method not in ("barrier",) else []
-    if method != "barrier" and kind != "float32@bytes":
+    if method != "barrier" and kind not in ("float32@bytes", "int8", "uint8"):  # bytes carry any datatype
         defects.append("dtype_misfit")
     if method in REDUCTIONS:
         defects.append("op")
@@ -142,7 +142,7 @@ def call_args(p, defect):
         dtype = "complex64"
     elif defect == "dtype_misfit":
         dtype = "int32" if p["kind"] in ("float16@int16", "bfloat16@uint16") else (
-            "float16" if p["kind"] not in ("float16", "int8", "uint8") else "float64")
+            "float16" if p["kind"] != "float16" else "float64")
     op = "xor" if defect == "op" else p["op"]
     return op, dtype
 
