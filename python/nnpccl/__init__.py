@@ -49,6 +49,10 @@ __all__ = [
 
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
 
+# Tracebacks name the errors as users import them: nnpccl.RemoteError.
+for _error in (Error, InvalidArgument, InvalidUsage, SystemError, InternalError, RemoteError, TimeoutError):
+    _error.__module__ = __name__
+
 
 def version():
     """The library's version code: MAJOR*10000 + MINOR*100 + PATCH."""
