@@ -6,7 +6,7 @@
 # otherwise). On Fashion-MNIST where Debian's dataset-fashion-mnist is
 # installed (CI installs it, and fails without it), else on the synthetic set;
 # over MPI (--backend mpi) under mpirun where it was built with Open MPI;
-# and under torchrun (nnpccl_comm_init_from_env) where /usr/bin/python3 has
+# and briefly under torchrun (nnpccl_comm_init_from_env) where /usr/bin/python3 has
 # torch.
 #   dist_mlp_test.sh DIST_MLP with-mpi|without-mpi
 set -u
@@ -49,21 +49,18 @@ else
     echo "$out" | sed 's/^/    /'
 fi
 # Under torchrun (nnpccl_comm_init_from_env), where /usr/bin/python3 has
-# torch: with --standalone (torchrun's store on a free port) and with
-# --master_port, where torchrun's store holds MASTER_PORT and nnpccl must
-# meet on a port of its own.
+# torch, briefly: torchrun's store holds MASTER_PORT, so nnpccl must meet on
+# a port of its own.
 if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
     port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    for where in --standalone "--master_port=$port"; do
-        if out=$(OPENBLAS_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.run "$where" --nproc_per_node=2 \
-            --redirects=1 --tee=1 --no_python "$dist_mlp" --steps 60 --check 2>&1); then
-            echo "ok: torchrun $where --nproc_per_node=2 --no_python dist_mlp --check"
-        else
-            echo "FAILED: torchrun $where --nproc_per_node=2 --no_python dist_mlp --check"
-            failed=1
-        fi
-        echo "$out" | grep -v '^\s*$' | tail -n 20 | sed 's/^/    /'
-    done
+    if out=$(OPENBLAS_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.run --master_port="$port" \
+        --nproc_per_node=2 --redirects=1 --tee=1 --no_python "$dist_mlp" --steps 20 --check 2>&1); then
+        echo "ok: torchrun --master_port=$port --nproc_per_node=2 --no_python dist_mlp --steps 20 --check"
+    else
+        echo "FAILED: torchrun --master_port=$port --nproc_per_node=2 --no_python dist_mlp --steps 20 --check"
+        failed=1
+    fi
+    echo "$out" | grep -v '^[[:space:]]*$' | tail -n 20 | sed 's/^/    /'
 else
     echo "note: /usr/bin/python3 has no torch: dist_mlp under torchrun not run"
 fi
