@@ -159,12 +159,30 @@ def holders(p, n):
 def step(comm, i, p):
     """Runs step i; returns (raised, output, expected) with output None when
     the call has none on this rank."""
-    r, n, c, kind, method = comm.rank, comm.size, p["count"], p["kind"], p["method"]
     defect = p["defect"]
-    root = p["root"]
-    if defect is not None and r not in holders(p, n):
+    if defect is not None and comm.rank not in holders(p, comm.size):
         return "skipped", None, None
-    mine = defect
+    run, out, expected = make_call(comm, i, p, defect)
+    try:
+        req = run()
+    except nnpccl.InvalidArgument as e:
+        return ("invalid", str(e)), None, None
+    if p["mode"] == "wait":
+        req.wait()
+    elif p["mode"] == "test":
+        deadline = time.monotonic() + 20
+        while not req.test():
+            assert time.monotonic() < deadline, f"step {i}: {p}: test() never became true"
+    elif p["mode"] == "drop":
+        del req
+        comm.barrier()  # done only once the dropped call is
+    return "ran", (out if expected is not None else None), expected
+
+
+def make_call(comm, i, p, mine):
+    """The call of step i on this rank, given its defect `mine`: (run, its
+    output buffer, the output's expected values)."""
+    r, n, c, kind, method, root = comm.rank, comm.size, p["count"], p["kind"], p["method"], p["root"]
     op, dtype = call_args(p, mine)
     call_root = n if mine == "root" else root
     blocks = {"reduce_scatter": n * c, "scatter": n * c, "alltoall": n * c}.get(method, c)
@@ -245,20 +263,7 @@ def step(comm, i, p):
             out = output(p, c, mine if mine == "recv_readonly" else None)
             expected = values[src]
             run = lambda: comm.recv(out, peer, dtype=dtype, **nb)
-    try:
-        req = run()
-    except nnpccl.InvalidArgument as e:
-        return ("invalid", str(e)), None, None
-    if p["mode"] == "wait":
-        req.wait()
-    elif p["mode"] == "test":
-        deadline = time.monotonic() + 20
-        while not req.test():
-            assert time.monotonic() < deadline, f"step {i}: {p}: test() never became true"
-    elif p["mode"] == "drop":
-        del req
-        comm.barrier()  # done only once the dropped call is
-    return "ran", (out if expected is not None else None), expected
+    return run, out, expected
 
 
 def fuzz(comm):
