@@ -46,10 +46,11 @@ def leaver(comm, args):
     if args["when"] == "inside":
         time.sleep(0.5)  # rank 0 is blocked in its first allreduce by now
     if args["how"].startswith("pending"):
-        # Unfinished work rank 0 never matches: a receive, held, and an
-        # allreduce whose request is dropped.
-        held = comm.irecv(np.zeros(4, np.float32), 0)  # noqa: F841 - held until exit
-        comm.iallreduce(np.ones(3, np.float64))
+        # Unfinished work, the same calls rank 0 makes but has not made yet
+        # (it comes "later"): an allreduce whose request is held, and one
+        # whose request is dropped.
+        held = comm.iallreduce(np.ones(1 << 14, np.float32))  # noqa: F841 - held until exit
+        comm.iallreduce(np.ones(1 << 14, np.float32))
     _record(args, "left", time.time())
     how = args["how"]
     if how == "destroy":
@@ -62,7 +63,11 @@ def leaver(comm, args):
         raise RuntimeError("rank 1 leaves through an exception")
     elif how in ("exit", "pending"):
         sys.exit(0)
-    time.sleep(10)  # destroyed or aborted, the process stays: its absence is not the signal
+    # Destroyed or aborted, the process stays until rank 0 has its answer:
+    # its absence is not the signal.
+    deadline = time.monotonic() + DEADLINE + 5
+    while not os.path.exists(os.path.join(args["dir"], "survivor")) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _record(args, name, value):
@@ -131,7 +136,7 @@ def test_a_peer_that_leaves_over_the_network_transports(tmp_path, how, transport
 
 @pytest.mark.parametrize("how", ["pending", "pending_exception"])
 def test_a_process_with_unfinished_work_exits_at_once(tmp_path, how):
-    left_at, outcome, ended_at, logs, codes = run_pair(tmp_path, how)
+    left_at, outcome, ended_at, logs, codes = run_pair(tmp_path, how, when="later")
     assert codes[1] == (0 if how == "pending" else 1), (codes, logs[1][-2000:])
     assert "Traceback" in logs[1] if how == "pending_exception" else "Traceback" not in logs[1], logs[1][-2000:]
     check_named_promptly(left_at, outcome, logs)
