@@ -5,7 +5,9 @@
 # the global batch, and the loss falling (dist_mlp --check exits non-zero
 # otherwise). On Fashion-MNIST where Debian's dataset-fashion-mnist is
 # installed (CI installs it, and fails without it), else on the synthetic set;
-# and over MPI (--backend mpi) under mpirun where it was built with Open MPI.
+# over MPI (--backend mpi) under mpirun where it was built with Open MPI;
+# and briefly under torchrun (nnpccl_comm_init_from_env) where /usr/bin/python3 has
+# torch.
 #   dist_mlp_test.sh DIST_MLP with-mpi|without-mpi
 set -u
 dist_mlp=$1
@@ -45,6 +47,22 @@ else
         failed=1
     fi
     echo "$out" | sed 's/^/    /'
+fi
+# Under torchrun (nnpccl_comm_init_from_env), where /usr/bin/python3 has
+# torch, briefly: torchrun's store holds MASTER_PORT, so nnpccl must meet on
+# a port of its own.
+if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    if out=$(OPENBLAS_NUM_THREADS=1 /usr/bin/python3 -m torch.distributed.run --master_port="$port" \
+        --nproc_per_node=2 --redirects=1 --tee=1 --no_python "$dist_mlp" --steps 20 --check 2>&1); then
+        echo "ok: torchrun --master_port=$port --nproc_per_node=2 --no_python dist_mlp --steps 20 --check"
+    else
+        echo "FAILED: torchrun --master_port=$port --nproc_per_node=2 --no_python dist_mlp --steps 20 --check"
+        failed=1
+    fi
+    echo "$out" | grep -v '^[[:space:]]*$' | tail -n 20 | sed 's/^/    /'
+else
+    echo "note: /usr/bin/python3 has no torch: dist_mlp under torchrun not run"
 fi
 # tools/scale-training, briefly: its table and plot.
 scratch=$(mktemp -d)

@@ -130,9 +130,28 @@ def digest(params):
     return int.from_bytes(h.digest(), "little")
 
 
+def import_nnpccl():
+    """The nnpccl package: installed (meson install) or on PYTHONPATH, else
+    the one in the build tree of the checkout this script is in (meson
+    setup build), so that the script runs as written from a fresh clone."""
+    try:
+        import nnpccl
+        return nnpccl
+    except ImportError as missing:
+        build_python = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
+                                                     "python"))
+        if not os.path.isfile(os.path.join(build_python, "nnpccl", "__init__.py")):
+            raise ImportError(f"dist_mlp.py: cannot import nnpccl ({missing}), and {build_python} holds no build of "
+                              "it: build this checkout (meson setup build && meson compile -C build), install it "
+                              "(meson install -C build), or set PYTHONPATH to a build's python/ directory") from None
+        sys.path.insert(0, build_python)
+        import nnpccl
+        return nnpccl
+
+
 def train(args):
     import numpy as np
-    import nnpccl
+    nnpccl = import_nnpccl()
     comm = nnpccl.Communicator.from_env()
     rank, nranks = comm.rank, comm.size
     (train_x, train_y), (test_x, test_y) = load(args, rank)
@@ -252,6 +271,11 @@ def main():
     args = parser.parse_args()
     if args.np < 0 or args.epochs < 1 or args.batch < 1 or args.lr <= 0:
         parser.error("--np must be >= 0, --epochs and --batch >= 1, --lr > 0")
+    try:
+        import_nnpccl()  # here too, so that a missing package is said once, not by every rank
+    except ImportError as e:
+        print(e, file=sys.stderr)
+        return 1
     return spawn(args) if args.np > 0 else train(args)
 
 

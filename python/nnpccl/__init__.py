@@ -12,239 +12,92 @@ compile step.
 
 Buffers are numpy arrays or any object with the buffer protocol (bytearray,
 memoryview, array.array, ...); the datatype comes from the buffer unless
-`dtype=` names it (needed for bfloat16, which has no buffer format). Output
-buffers must be writable and C-contiguous. Every failure raises
-`nnpccl.Error` (or a subclass) carrying the library's message.
+`dtype=` names it, which it may only where the storage can carry it: its
+own datatype, float16 or bfloat16 on 16-bit integers (bfloat16 has no
+buffer format), any datatype on bytes. Output buffers must be writable and
+C-contiguous. Every size, datatype, root and peer is checked before the
+library sees it; every failure raises `nnpccl.Error` (or a subclass)
+carrying the library's message, and after an `InvalidArgument` the
+communicator is still usable.
 
-The library is found through NNPCCL_LIBRARY (a path), then where `meson
-install` put it, then the dynamic loader (libnnpccl.so.0).
+A nonblocking call's buffers stay referenced (and so cannot be freed or
+resized) until the call has finished. A request dropped unfinished is not
+freed under running work: its communicator keeps it and frees it once it
+has finished (checked at the communicator's next call), at destroy()/abort,
+or at interpreter exit, where a communicator with unfinished work is
+aborted so that the process exits at once, and one without is destroyed.
+
+The library is found through NNPCCL_LIBRARY (a path), then the one the
+package was built for (the build tree's libnnpccl when imported from
+build/python, the installed one after `meson install`), then the dynamic
+loader (libnnpccl.so.0).
 """
 
+import atexit
 import ctypes
-import ctypes.util
-import os
+import numbers
+import weakref
+
+from ._buffers import DATATYPES, Buffer, same_datatype
+from ._library import (IN_PROGRESS, SUCCESS, UNIQUE_ID_BYTES, Config, Error, InternalError, InvalidArgument,
+                       InvalidUsage, RemoteError, SystemError, TimeoutError, UniqueId, check, invalid, lib)
 
 __all__ = [
     "Error", "InvalidArgument", "InvalidUsage", "SystemError", "InternalError", "RemoteError", "TimeoutError",
     "Communicator", "Request", "get_unique_id", "version", "DATATYPES", "OPS",
 ]
 
-# nnpccl_result_t
-_SUCCESS, _IN_PROGRESS = 0, 7
-
-
-class Error(RuntimeError):
-    """A call failed; `code` is its nnpccl_result_t, the message the library's."""
-
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
-
-
-class InvalidArgument(Error, ValueError):
-    """An argument was wrong; nothing happened and the communicator is still usable."""
-
-
-class InvalidUsage(Error):
-    """Not allowed in this state, or the ranks disagree about the call."""
-
-
-class SystemError(Error):  # noqa: A001 - the library's name for it
-    """The operating system or a library refused (memory, sockets, shared memory)."""
-
-
-class InternalError(Error):
-    """A bug in nnpccl."""
-
-
-class RemoteError(Error):
-    """A peer failed, died or aborted."""
-
-
-class TimeoutError(Error):  # noqa: A001 - the library's name for it
-    """A deadline passed while waiting for a peer (NNPCCL_TIMEOUT)."""
-
-
-_ERRORS = {1: InvalidArgument, 2: InvalidUsage, 3: SystemError, 4: InternalError, 5: RemoteError, 6: TimeoutError}
-
-# nnpccl_datatype_t, by name, and the buffer formats that imply one.
-DATATYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6,
-             "bfloat16": 7, "float32": 8, "float64": 9}
-_SIZES = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 2, 8: 4, 9: 8}
-_FORMATS = {("e", 2): 6, ("f", 4): 8, ("d", 8): 9}
-_INT_FORMATS = {1: (0, 1), 4: (2, 3), 8: (4, 5)}  # signed, unsigned by size
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
 
-_UNIQUE_ID_BYTES = 128
-
-
-class _UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * _UNIQUE_ID_BYTES)]
-
-
-class _Config(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("timeout_sec", ctypes.c_int), ("chunk_bytes", ctypes.c_size_t),
-                ("blocking", ctypes.c_int), ("algorithms", ctypes.c_char_p)]
-
-
-def _installed_library():
-    try:
-        from ._install import LIBRARY  # written at install time
-    except ImportError:  # running from the source tree
-        return None
-    return LIBRARY if os.path.exists(LIBRARY) else None
-
-
-def _load():
-    path = (os.environ.get("NNPCCL_LIBRARY") or _installed_library() or ctypes.util.find_library("nnpccl")
-            or "libnnpccl.so.0")
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        raise ImportError(f"nnpccl: cannot load {path} ({e}); install the library (meson install) or set "
-                          "NNPCCL_LIBRARY to its path") from e
-    c = ctypes
-    vp, sz, i, comm, req = c.c_void_p, c.c_size_t, c.c_int, c.c_void_p, c.c_void_p
-    signatures = {
-        "nnpccl_get_version": [c.POINTER(i)],
-        "nnpccl_get_unique_id": [c.POINTER(_UniqueId)],
-        "nnpccl_comm_init_rank": [c.POINTER(comm), i, _UniqueId, i, c.POINTER(_Config)],
-        "nnpccl_comm_init_from_env": [c.POINTER(comm), c.POINTER(_Config)],
-        "nnpccl_comm_destroy": [comm],
-        "nnpccl_comm_abort": [comm],
-        "nnpccl_comm_rank": [comm, c.POINTER(i)],
-        "nnpccl_comm_size": [comm, c.POINTER(i)],
-        "nnpccl_comm_get_async_error": [comm, c.POINTER(i)],
-        "nnpccl_allreduce": [vp, vp, sz, i, i, comm],
-        "nnpccl_reduce_scatter": [vp, vp, sz, i, i, comm],
-        "nnpccl_allgather": [vp, vp, sz, i, comm],
-        "nnpccl_broadcast": [vp, vp, sz, i, i, comm],
-        "nnpccl_reduce": [vp, vp, sz, i, i, i, comm],
-        "nnpccl_gather": [vp, vp, sz, i, i, comm],
-        "nnpccl_scatter": [vp, vp, sz, i, i, comm],
-        "nnpccl_alltoall": [vp, vp, sz, i, comm],
-        "nnpccl_barrier": [comm],
-        "nnpccl_send": [vp, sz, i, i, comm],
-        "nnpccl_recv": [vp, sz, i, i, comm],
-        "nnpccl_iallreduce": [vp, vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_ireduce_scatter": [vp, vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_iallgather": [vp, vp, sz, i, comm, c.POINTER(req)],
-        "nnpccl_ibroadcast": [vp, vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_ireduce": [vp, vp, sz, i, i, i, comm, c.POINTER(req)],
-        "nnpccl_igather": [vp, vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_iscatter": [vp, vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_ialltoall": [vp, vp, sz, i, comm, c.POINTER(req)],
-        "nnpccl_ibarrier": [comm, c.POINTER(req)],
-        "nnpccl_isend": [vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_irecv": [vp, sz, i, i, comm, c.POINTER(req)],
-        "nnpccl_wait": [req],
-        "nnpccl_test": [req, c.POINTER(i)],
-        "nnpccl_request_free": [req],
-    }
-    for name, args in signatures.items():
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = c.c_int
-    lib.nnpccl_get_last_error.argtypes = [comm]
-    lib.nnpccl_get_last_error.restype = c.c_char_p
-    lib.nnpccl_get_error_string.argtypes = [c.c_int]
-    lib.nnpccl_get_error_string.restype = c.c_char_p
-    return lib
-
-
-_lib = _load()
-
-
-def _check(rc, comm_handle=None):
-    """Raises the library's error for a failed call's result `rc`."""
-    if rc in (_SUCCESS, _IN_PROGRESS):
-        return rc
-    message = _lib.nnpccl_get_last_error(comm_handle)
-    text = message.decode(errors="replace") if message else _lib.nnpccl_get_error_string(rc).decode()
-    raise _ERRORS.get(rc, Error)(rc, text)
+# Tracebacks name the errors as users import them: nnpccl.RemoteError.
+for _error in (Error, InvalidArgument, InvalidUsage, SystemError, InternalError, RemoteError, TimeoutError):
+    _error.__module__ = __name__
 
 
 def version():
     """The library's version code: MAJOR*10000 + MINOR*100 + PATCH."""
     v = ctypes.c_int()
-    _check(_lib.nnpccl_get_version(ctypes.byref(v)))
+    check(lib.nnpccl_get_version(ctypes.byref(v)))
     return v.value
 
 
 def get_unique_id():
     """A fresh rendezvous token (bytes) whose rank hosts the rendezvous; give
     it to every rank of the job. Treat it as a secret."""
-    uid = _UniqueId()
-    _check(_lib.nnpccl_get_unique_id(ctypes.byref(uid)))
+    uid = UniqueId()
+    check(lib.nnpccl_get_unique_id(ctypes.byref(uid)))
     return bytes(uid)  # all 128 bytes: .internal would stop at the first NUL
 
 
-class _Buffer:
-    """A buffer's address, element count and datatype, and what keeps it alive."""
-
-    def __init__(self, obj, dtype, writable, name):
-        if dtype is not None and dtype not in DATATYPES:
-            raise InvalidArgument(1, f"dtype={dtype!r} is not one of {', '.join(DATATYPES)}")
-        try:
-            view = memoryview(obj)
-        except TypeError:
-            raise InvalidArgument(1, f"{name} ({type(obj).__name__}) does not have the buffer protocol") from None
-        if not view.c_contiguous:
-            raise InvalidArgument(1, f"{name} is not C-contiguous")
-        if writable and view.readonly:
-            raise InvalidArgument(1, f"{name} is read-only, and the collective writes it")
-        self.datatype = DATATYPES[dtype] if dtype is not None else _datatype_of(view, name)
-        self.nbytes = view.nbytes
-        size = _SIZES[self.datatype]
-        if self.nbytes % size:
-            raise InvalidArgument(1, f"{name} holds {self.nbytes} bytes, not a whole number of {size}-byte elements")
-        self.count = self.nbytes // size
-        self.keep = view
-        self.copied = False
-        if self.nbytes == 0:
-            self.address = None
-        elif view.readonly:
-            # ctypes takes addresses of writable buffers only; a read-only
-            # input is sent from a copy.
-            self.keep = ctypes.create_string_buffer(view.tobytes(), self.nbytes)
-            self.address = ctypes.addressof(self.keep)
-            self.copied = True
-        else:
-            self.address = ctypes.addressof(ctypes.c_char.from_buffer(view.cast("B")))
-
-
-def _datatype_of(view, name):
-    fmt = view.format.lstrip("@=<>!")
-    if (fmt, view.itemsize) in _FORMATS:
-        return _FORMATS[(fmt, view.itemsize)]
-    if fmt in "bhilq" and view.itemsize in _INT_FORMATS:
-        return _INT_FORMATS[view.itemsize][0]
-    if fmt in "BHILQ" and view.itemsize in _INT_FORMATS:
-        return _INT_FORMATS[view.itemsize][1]
-    raise InvalidArgument(1, f"{name} has elements of format {view.format!r} ({view.itemsize} bytes), which nnpccl "
-                          f"has no datatype for; pass dtype= (one of {', '.join(DATATYPES)})")
-
-
 def _op(op):
-    if op not in OPS:
-        raise InvalidArgument(1, f"op={op!r} is not one of {', '.join(OPS)}")
+    if not isinstance(op, str) or op not in OPS:
+        raise invalid(f"op={op!r} is not one of {', '.join(OPS)}")
     return OPS[op]
 
 
 class Request:
-    """A nonblocking call in flight. Its buffers stay referenced until it
-    has finished."""
+    """A nonblocking call in flight. Its buffers stay referenced until it has
+    finished; use it from one thread at a time."""
 
     def __init__(self, comm, handle, keep, result):
         self._comm, self._handle, self._keep, self.result = comm, handle, keep, result
+        comm._requests.add(self)
+
+    def _finished(self):
+        self._handle, self._keep = None, None
+        self._comm._requests.discard(self)
 
     def wait(self):
         """Blocks until the call has finished; returns its output buffer, or
         raises the call's error."""
         if self._handle is not None:
             handle, self._handle = self._handle, None
-            _check(_lib.nnpccl_wait(handle), self._comm._handle)
-            self._keep = None
+            try:
+                # The library frees the request whatever the result.
+                rc = lib.nnpccl_wait(handle)
+            finally:
+                self._finished()
+            check(rc, self._comm._handle)
         return self.result
 
     def test(self):
@@ -252,14 +105,29 @@ class Request:
         if self._handle is None:
             return True
         done = ctypes.c_int()
-        _check(_lib.nnpccl_test(self._handle, ctypes.byref(done)), self._comm._handle)
-        if done.value:
-            self._handle, self._keep = None, None
+        rc = lib.nnpccl_test(self._handle, ctypes.byref(done))
+        # Done, or refused as no live request: either way the library no
+        # longer holds the handle, so it is dropped before any raise.
+        if done.value or rc not in (SUCCESS, IN_PROGRESS):
+            self._finished()
+        check(rc, self._comm._handle)
         return bool(done.value)
 
     def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            _lib.nnpccl_request_free(self._handle)
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._handle = None
+            self._comm._park(handle, self._keep)
+
+
+# Every communicator not yet destroyed, for the exit handler.
+_open_communicators = weakref.WeakSet()
+
+
+@atexit.register
+def _end_at_exit():
+    for comm in list(_open_communicators):
+        comm._end_unattended()
 
 
 class Communicator:
@@ -267,21 +135,31 @@ class Communicator:
     API requires; `destroy()` (or leaving a `with` block) ends it."""
 
     def __init__(self, nranks, unique_id, rank, timeout=None, chunk_bytes=None, algorithms=None, _from_env=False):
-        config = _Config(ctypes.sizeof(_Config), int(timeout or 0), int(chunk_bytes or 0), 1,
-                         algorithms.encode() if algorithms is not None else None)
+        self._handle = None
+        # Kept on the instance: __del__ may run at interpreter exit, after
+        # the module's globals have been cleared.
+        self._lib = lib
+        self._requests = weakref.WeakSet()  # unfinished requests the caller still holds
+        self._parked = []  # (handle, buffers) of unfinished requests the caller dropped
+        config = Config(ctypes.sizeof(Config), _nonnegative(timeout, "timeout"),
+                        _nonnegative(chunk_bytes, "chunk_bytes"), 1,
+                        algorithms.encode() if algorithms is not None else None)
         handle = ctypes.c_void_p()
         if _from_env:
-            _check(_lib.nnpccl_comm_init_from_env(ctypes.byref(handle), ctypes.byref(config)))
+            check(lib.nnpccl_comm_init_from_env(ctypes.byref(handle), ctypes.byref(config)))
         else:
-            if not isinstance(unique_id, (bytes, bytearray)) or len(unique_id) != _UNIQUE_ID_BYTES:
-                raise InvalidArgument(1, f"unique_id must be the {_UNIQUE_ID_BYTES} bytes get_unique_id() returned")
-            uid = _UniqueId.from_buffer_copy(bytes(unique_id))
-            _check(_lib.nnpccl_comm_init_rank(ctypes.byref(handle), int(nranks), uid, int(rank),
-                                              ctypes.byref(config)))
+            if not isinstance(unique_id, (bytes, bytearray)) or len(unique_id) != UNIQUE_ID_BYTES:
+                raise invalid(f"unique_id must be the {UNIQUE_ID_BYTES} bytes get_unique_id() returned")
+            for value, name in ((nranks, "nranks"), (rank, "rank")):
+                if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -2**31 <= value < 2**31:
+                    raise invalid(f"{name}={value!r} is not an int")
+            uid = UniqueId.from_buffer_copy(bytes(unique_id))
+            check(lib.nnpccl_comm_init_rank(ctypes.byref(handle), int(nranks), uid, int(rank), ctypes.byref(config)))
         self._handle = handle
+        _open_communicators.add(self)
         r, n = ctypes.c_int(), ctypes.c_int()
-        _check(_lib.nnpccl_comm_rank(handle, ctypes.byref(r)), handle)
-        _check(_lib.nnpccl_comm_size(handle, ctypes.byref(n)), handle)
+        check(lib.nnpccl_comm_rank(handle, ctypes.byref(r)), handle)
+        check(lib.nnpccl_comm_size(handle, ctypes.byref(n)), handle)
         self.rank, self.size = r.value, n.value
 
     @classmethod
@@ -301,45 +179,95 @@ class Communicator:
 
     def destroy(self):
         """Finishes every pending call, then frees the communicator."""
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            _check(_lib.nnpccl_comm_destroy(handle))
+        self._end(self._lib.nnpccl_comm_destroy)
 
     def abort(self):
-        """Ends the communicator at once; the other ranks' calls fail."""
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            _check(_lib.nnpccl_comm_abort(handle))
+        """Ends the communicator at once: its pending calls fail here, and
+        the other ranks' calls that need this one fail."""
+        self._end(self._lib.nnpccl_comm_abort)
+
+    def _end(self, how):
+        if self._handle is None:
+            return
+        handle, self._handle = self._handle, None
+        _open_communicators.discard(self)
+        try:
+            rc = how(handle)
+        finally:
+            # Destroy and abort finish every operation before they free the
+            # communicator, so the dropped requests' buffers are free now.
+            self._reap(ended=True)
+        check(rc)
+
+    def _end_unattended(self):
+        """Ends a communicator nobody destroyed: destroyed when no call is
+        unfinished, else aborted, since a destroy would wait for peers that
+        may never come."""
+        if self._handle is None:
+            return
+        unfinished = bool(self._parked) or any(r._handle is not None for r in list(self._requests))
+        try:
+            self.abort() if unfinished else self.destroy()
+        except Error:
+            pass
+
+    def _park(self, handle, keep):
+        """Keeps a dropped request's handle and buffers until its call has finished."""
+        if self._handle is None:
+            self._lib.nnpccl_request_free(handle)  # the communicator has ended: the call is over
+        else:
+            self._parked.append((handle, keep))
+
+    def _reap(self, ended=False):
+        """Frees the dropped requests that have finished (all of them once the
+        communicator has ended); a failed one's error is the communicator's."""
+        parked, self._parked = self._parked, []
+        for handle, keep in parked:
+            if ended:
+                self._lib.nnpccl_request_free(handle)
+                continue
+            done = ctypes.c_int()
+            if self._lib.nnpccl_test(handle, ctypes.byref(done)) in (SUCCESS, IN_PROGRESS) and not done.value:
+                self._parked.append((handle, keep))
 
     def _live(self):
         if self._handle is None:
             raise InvalidUsage(2, "the communicator was destroyed or aborted")
+        if self._parked:
+            self._reap()
         return self._handle
+
+    def _rank_argument(self, value, name):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise invalid(f"{name}={value!r} is not an int")
+        if not 0 <= value < self.size:
+            raise invalid(f"{name}={value} is out of range: the communicator has ranks 0..{self.size - 1}")
+        return int(value)
 
     def _run(self, name, args, keep, result, nonblocking):
         handle = self._live()
         if nonblocking:
             request = ctypes.c_void_p()
-            _check(getattr(_lib, "nnpccl_i" + name)(*args, handle, ctypes.byref(request)), handle)
+            check(getattr(lib, "nnpccl_i" + name)(*args, handle, ctypes.byref(request)), handle)
             return Request(self, request, keep, result)
-        _check(getattr(_lib, "nnpccl_" + name)(*args, handle), handle)
+        check(getattr(lib, "nnpccl_" + name)(*args, handle), handle)
         return result
 
     def _pair(self, send, recv, dtype):
         """The send and receive buffers of a call; recv None means in place."""
-        s = _Buffer(send, dtype, False, "sendbuf")
-        r = _Buffer(recv, dtype, True, "recvbuf") if recv is not None else s
-        if recv is None and s.copied:
-            raise InvalidArgument(1, "sendbuf is read-only, and in place the collective writes it")
-        if r.datatype != s.datatype:
-            raise InvalidArgument(1, "sendbuf and recvbuf hold different datatypes")
+        s = Buffer(send, dtype, False, "sendbuf")
+        if recv is None:
+            if s.copied:
+                raise invalid("sendbuf is read-only, and in place the call writes it")
+            return s, s
+        r = Buffer(recv, dtype, True, "recvbuf")
+        same_datatype(s, r)
         return s, r
 
     def allreduce(self, send, recv=None, op="sum", dtype=None, nonblocking=False):
         """recv = the reduction of every rank's send (in place without recv)."""
         s, r = self._pair(send, recv, dtype)
-        if r.count != s.count:
-            raise InvalidArgument(1, f"recvbuf holds {r.count} elements, sendbuf {s.count}")
+        r.expect(s.count, "as sendbuf's count,")
         return self._run("allreduce", (s.address, r.address, s.count, s.datatype, _op(op)), (s, r),
                          recv if recv is not None else send, nonblocking)
 
@@ -349,8 +277,7 @@ class Communicator:
     def reduce_scatter(self, send, recv, op="sum", dtype=None, nonblocking=False):
         """recv (send's elements / size of them) = this rank's block of the reduction."""
         s, r = self._pair(send, recv, dtype)
-        if s.count != r.count * self.size:
-            raise InvalidArgument(1, f"sendbuf holds {s.count} elements, not {self.size} x recvbuf's {r.count}")
+        s.expect(r.count * self.size, f"as {self.size} ranks x recvbuf's {r.count},")
         return self._run("reduce_scatter", (s.address, r.address, r.count, s.datatype, _op(op)), (s, r), recv,
                          nonblocking)
 
@@ -360,8 +287,7 @@ class Communicator:
     def allgather(self, send, recv, dtype=None, nonblocking=False):
         """recv (size x send's elements) = every rank's send, in rank order."""
         s, r = self._pair(send, recv, dtype)
-        if r.count != s.count * self.size:
-            raise InvalidArgument(1, f"recvbuf holds {r.count} elements, not {self.size} x sendbuf's {s.count}")
+        r.expect(s.count * self.size, f"as {self.size} ranks x sendbuf's {s.count},")
         return self._run("allgather", (s.address, r.address, s.count, s.datatype), (s, r), recv, nonblocking)
 
     def iallgather(self, send, recv, dtype=None):
@@ -369,17 +295,21 @@ class Communicator:
 
     def broadcast(self, buf, root=0, dtype=None, nonblocking=False):
         """buf on every rank = root's buf (in place)."""
-        b = _Buffer(buf, dtype, True, "buf")
-        return self._run("broadcast", (b.address, b.address, b.count, b.datatype, int(root)), (b,), buf,
-                         nonblocking)
+        root = self._rank_argument(root, "root")
+        b = Buffer(buf, dtype, True, "buf")
+        return self._run("broadcast", (b.address, b.address, b.count, b.datatype, root), (b,), buf, nonblocking)
 
     def ibroadcast(self, buf, root=0, dtype=None):
         return self.broadcast(buf, root, dtype, nonblocking=True)
 
     def reduce(self, send, recv=None, op="sum", root=0, dtype=None, nonblocking=False):
-        """recv on root = the reduction of every rank's send (in place without recv)."""
+        """recv on root = the reduction of every rank's send (in place without
+        recv); recv is not written elsewhere."""
+        root = self._rank_argument(root, "root")
         s, r = self._pair(send, recv, dtype)
-        return self._run("reduce", (s.address, r.address, s.count, s.datatype, _op(op), int(root)), (s, r),
+        if self.rank == root:
+            r.expect(s.count, "on the root, as sendbuf's count,")
+        return self._run("reduce", (s.address, r.address, s.count, s.datatype, _op(op), root), (s, r),
                          recv if recv is not None else send, nonblocking)
 
     def ireduce(self, send, recv=None, op="sum", root=0, dtype=None):
@@ -387,28 +317,32 @@ class Communicator:
 
     def gather(self, send, recv=None, root=0, dtype=None, nonblocking=False):
         """recv on root (size x send's elements) = every rank's send; recv may be None elsewhere."""
-        s = _Buffer(send, dtype, False, "sendbuf")
-        r = _Buffer(recv, dtype, True, "recvbuf") if recv is not None else None
-        if r is not None and r.datatype != s.datatype:
-            raise InvalidArgument(1, "sendbuf and recvbuf hold different datatypes")
-        if self.rank == root and (r is None or r.count != s.count * self.size):
-            raise InvalidArgument(1, f"the root's recvbuf must hold {self.size} x sendbuf's {s.count} elements")
-        return self._run("gather", (s.address, r.address if r else None, s.count, s.datatype, int(root)), (s, r),
-                         recv, nonblocking)
+        root = self._rank_argument(root, "root")
+        s = Buffer(send, dtype, False, "sendbuf")
+        r = Buffer(recv, dtype, True, "recvbuf") if recv is not None else None
+        same_datatype(s, r)
+        if self.rank == root:
+            if r is None:
+                raise invalid(f"the root's recvbuf is None; it must hold {self.size} x sendbuf's {s.count} elements")
+            r.expect(s.count * self.size, f"on the root, as {self.size} ranks x sendbuf's {s.count},")
+        return self._run("gather", (s.address, r.address if r else None, s.count, s.datatype, root), (s, r), recv,
+                         nonblocking)
 
     def igather(self, send, recv=None, root=0, dtype=None):
         return self.gather(send, recv, root, dtype, nonblocking=True)
 
     def scatter(self, send, recv, root=0, dtype=None, nonblocking=False):
         """recv = block `rank` of root's send (size x recv's elements); send may be None off the root."""
-        r = _Buffer(recv, dtype, True, "recvbuf")
-        s = _Buffer(send, dtype, False, "sendbuf") if send is not None else None
-        if s is not None and r.datatype != s.datatype:
-            raise InvalidArgument(1, "sendbuf and recvbuf hold different datatypes")
-        if self.rank == root and (s is None or s.count != r.count * self.size):
-            raise InvalidArgument(1, f"the root's sendbuf must hold {self.size} x recvbuf's {r.count} elements")
-        return self._run("scatter", (s.address if s else None, r.address, r.count, r.datatype, int(root)), (s, r),
-                         recv, nonblocking)
+        root = self._rank_argument(root, "root")
+        r = Buffer(recv, dtype, True, "recvbuf")
+        s = Buffer(send, dtype, False, "sendbuf") if send is not None else None
+        same_datatype(s, r)
+        if self.rank == root:
+            if s is None:
+                raise invalid(f"the root's sendbuf is None; it must hold {self.size} x recvbuf's {r.count} elements")
+            s.expect(r.count * self.size, f"on the root, as {self.size} ranks x recvbuf's {r.count},")
+        return self._run("scatter", (s.address if s else None, r.address, r.count, r.datatype, root), (s, r), recv,
+                         nonblocking)
 
     def iscatter(self, send, recv, root=0, dtype=None):
         return self.scatter(send, recv, root, dtype, nonblocking=True)
@@ -416,8 +350,9 @@ class Communicator:
     def alltoall(self, send, recv, dtype=None, nonblocking=False):
         """Block j of send goes to rank j's block `rank` of recv (both size x count elements)."""
         s, r = self._pair(send, recv, dtype)
-        if s.count != r.count or s.count % self.size:
-            raise InvalidArgument(1, f"sendbuf and recvbuf must hold the same {self.size} blocks")
+        if s.count % self.size:
+            raise invalid(f"sendbuf holds {s.count} elements, not a whole number of blocks for {self.size} ranks")
+        r.expect(s.count, "as sendbuf's count,")
         return self._run("alltoall", (s.address, r.address, s.count // self.size, s.datatype), (s, r), recv,
                          nonblocking)
 
@@ -430,21 +365,36 @@ class Communicator:
     def ibarrier(self):
         return self.barrier(nonblocking=True)
 
+    def _peer(self, peer):
+        peer = self._rank_argument(peer, "peer")
+        if peer == self.rank:
+            raise invalid(f"peer={peer} is this rank: a rank cannot send to or receive from itself")
+        return peer
+
     def send(self, buf, peer, dtype=None, nonblocking=False):
-        b = _Buffer(buf, dtype, False, "sendbuf")
-        return self._run("send", (b.address, b.count, b.datatype, int(peer)), (b,), None, nonblocking)
+        peer = self._peer(peer)
+        b = Buffer(buf, dtype, False, "sendbuf")
+        return self._run("send", (b.address, b.count, b.datatype, peer), (b,), None, nonblocking)
 
     def isend(self, buf, peer, dtype=None):
         return self.send(buf, peer, dtype, nonblocking=True)
 
     def recv(self, buf, peer, dtype=None, nonblocking=False):
-        b = _Buffer(buf, dtype, True, "recvbuf")
-        return self._run("recv", (b.address, b.count, b.datatype, int(peer)), (b,), buf, nonblocking)
+        peer = self._peer(peer)
+        b = Buffer(buf, dtype, True, "recvbuf")
+        return self._run("recv", (b.address, b.count, b.datatype, peer), (b,), buf, nonblocking)
 
     def irecv(self, buf, peer, dtype=None):
         return self.recv(buf, peer, dtype, nonblocking=True)
 
     def __del__(self):
         if getattr(self, "_handle", None) is not None:
-            _lib.nnpccl_comm_abort(self._handle)
+            self._end_unattended()
 
+
+def _nonnegative(value, name):
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < 2**31:
+        raise invalid(f"{name}={value!r} is not an int from 0 up")
+    return int(value)
