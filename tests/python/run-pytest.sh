@@ -1,6 +1,7 @@
 #!/bin/sh
 # meson test's entry to the nnpccl Python package's tests.
-#   run-pytest.sh PYTHON LIBNNPCCL PACKAGE_PARENT_DIR TESTS_DIR
+#   run-pytest.sh PYTHON LIBNNPCCL PACKAGE_PARENT_DIR TESTS_DIR [TEST_FILE...]
+# With test files named (relative to TESTS_DIR), only those run.
 # Without numpy or pytest the test is skipped (meson's status 77) on a
 # user's machine, and fails where CI=true, since CI must test the package.
 set -eu
@@ -8,6 +9,7 @@ python=$1
 export NNPCCL_LIBRARY=$2
 export PYTHONPATH="$3${PYTHONPATH:+:$PYTHONPATH}"
 tests_dir=$4
+shift 4
 for module in numpy pytest; do
     if ! "$python" -c "import $module" 2>/dev/null; then
         if [ "${CI:-}" = true ]; then
@@ -19,4 +21,8 @@ for module in numpy pytest; do
     fi
 done
 export NNPCCL_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1
-exec "$python" -m pytest -p no:cacheprovider -q "$tests_dir"
+if [ $# -eq 0 ]; then
+    exec "$python" -m pytest -p no:cacheprovider -q "$tests_dir"
+fi
+cd "$tests_dir"
+exec "$python" -m pytest -p no:cacheprovider -q "$@"
