@@ -185,12 +185,17 @@ private:
         bool active = false; // the driver clears it whenever something moves
         unsigned quick_polls = 0; // polls of this spell before it read the clock
         bool naming_grace = false; // timed out naming no one: waiting for a peer's report (idle_wait)
+        int departed = -1;         // a peer that had left, which the run waited on at the last liveness check
         Clock::time_point since{}, last_check{};
     };
     // One turn of waiting for the blocked `run` (of the operation `name`),
     // starting `idle` if it is not active: spin, yield or sleep; false once
     // it has failed the queue (liveness, NNPCCL_TIMEOUT).
     bool idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name, const ScheduleRun *run);
+    // The liveness check of a wait: peers that died or failed, a peer that
+    // left while the run still needs it, NNPCCL_TIMEOUT. Fails the queue
+    // and returns false when the wait is over.
+    bool check_waiting(Clock::time_point now, IdleSpell &idle, const OperationName &name, const ScheduleRun *run);
     uint64_t event_count() const;
     void progress_thread_main();
     bool sends_pending() const;

@@ -526,6 +526,12 @@ Status ShmTransport::check_peers() {
     return Status::ok();
 }
 
+bool ShmTransport::has_left(int peer) const {
+    const Segment *seg = peer >= 0 && peer < nranks_ ? segments_[static_cast<size_t>(peer)] : nullptr;
+    return seg != nullptr && peer != rank_ && seg->departed.load(std::memory_order_acquire) != 0 &&
+           seg->aborted.load(std::memory_order_acquire) == 0;
+}
+
 std::string ShmTransport::silent_peers(std::chrono::milliseconds quiet) const {
     const int64_t now = monotonic_ns();
     std::string silent;
