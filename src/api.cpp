@@ -199,6 +199,17 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
 
 nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request);
 
+// Any error of a started call but an invalid argument is fatal for the
+// communicator (nnpccl.h). One that did not come from the engine (out of
+// memory while planning or queueing, say) fails it now: its async error is
+// set, later calls fail at once with it, and the peers hear why (through
+// the transports and the rendezvous root) rather than wait for this rank.
+nnpccl_result_t fail_call(nnpccl_comm *comm, const Status &st) {
+    if (st.code() != NNPCCL_ERR_INVALID_ARGUMENT && comm->engine != nullptr && !comm->engine->failed())
+        comm->engine->abort(st);
+    return report(comm, st);
+}
+
 // Runs a collective on the communicator `guard` holds, completing `call` in
 // place (it is the caller's own copy of the arguments). No C++ exception
 // leaves through the C API: planning and queueing allocate, and a process
@@ -207,11 +218,12 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpcc
     try {
         return run_checked(comm, guard, call, request);
     } catch (const std::bad_alloc &) {
-        return report(guard.held() ? comm : nullptr,
-                      system_error("out of memory while starting %s of %zu elements", collective_name(call.collective),
-                                   call.count));
+        const Status st = system_error("out of memory while starting %s of %zu elements",
+                                       collective_name(call.collective), call.count);
+        return guard.held() ? fail_call(comm, st) : report(nullptr, st);
     } catch (const std::exception &e) {
-        return report(guard.held() ? comm : nullptr, internal_error("%s", e.what()));
+        const Status st = internal_error("%s", e.what());
+        return guard.held() ? fail_call(comm, st) : report(nullptr, st);
     }
 }
 
@@ -226,7 +238,10 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
         return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     }
     comm->complete(&call);
-    if (request == nullptr) return report(comm, comm->run_blocking(call));
+    if (request == nullptr) {
+        st = comm->run_blocking(call);
+        return st ? NNPCCL_SUCCESS : fail_call(comm, st);
+    }
     // The handle is made and registered before the operation starts: an
     // allocation that fails afterwards would leave it running on buffers
     // the caller was told it may reuse.
@@ -240,7 +255,7 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
         }
     } unregister{made.get()};
     st = comm->start(call, true, &made->op);
-    if (!st) return report(comm, st);
+    if (!st) return fail_call(comm, st);
     unregister.request = nullptr;
     *request = made.release();
     return NNPCCL_SUCCESS;

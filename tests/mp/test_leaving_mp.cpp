@@ -113,3 +113,65 @@ TEST_CASE("a rank with unmatched pending work destroys promptly once its peer ha
           }) == 0);
     unsetenv("NNPCCL_TRANSPORT");
 }
+
+namespace {
+
+// This process's address space in bytes (VmSize), or 0.
+size_t address_space_bytes() {
+    FILE *f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+        if (std::sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib << 10;
+}
+
+} // namespace
+
+TEST_CASE("a rank out of memory while starting a call fails its communicator and tells the others why",
+          "[mp][leaving][local-failure]") {
+    const char *transport = GENERATE("shm", "socket");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    CHECK(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              // Small chunks: the alltoall's schedule has a step per chunk,
+              // megabytes of them, which rank 1 has no room to plan.
+              nnpccl_comm_t comm = join_job(rank, nranks, id, 30, 4096);
+              if (comm == nullptr) return 1;
+              int failures = 0;
+              const size_t count = size_t{8} << 20; // per block: 64 MiB of floats in all
+              std::vector<float> buf(count * static_cast<size_t>(nranks), 1.0f);
+              if (nnpccl_allreduce(buf.data(), buf.data(), 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS)
+                  return 1;
+              if (rank == 1) {
+                  const size_t room = address_space_bytes() + (size_t{256} << 10);
+                  const rlimit limit{room, room};
+                  if (setrlimit(RLIMIT_AS, &limit) != 0) return 1;
+              }
+              const auto t0 = std::chrono::steady_clock::now();
+              nnpccl_result_t rc = nnpccl_alltoall(buf.data(), buf.data(), count, NNPCCL_FLOAT32, comm);
+              const double seconds = seconds_since(t0);
+              const std::string message = nnpccl_get_last_error(comm);
+              nnpccl_result_t async = NNPCCL_SUCCESS;
+              nnpccl_comm_get_async_error(comm, &async);
+              const nnpccl_result_t expected = rank == 1 ? NNPCCL_ERR_SYSTEM : NNPCCL_ERR_REMOTE;
+              EXPECT(rc == expected);
+              EXPECT(async == expected);
+              EXPECT(message.find("out of memory while starting alltoall") != std::string::npos);
+              if (rank == 0) EXPECT(message.find("rank 1") != std::string::npos);
+              EXPECT(seconds < 3);
+              std::fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, nnpccl_get_error_string(rc), seconds,
+                           message.c_str());
+              // Failed for good: the next call fails at once with the same error.
+              float one = 1;
+              rc = nnpccl_allreduce(&one, &one, 1, NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+              EXPECT(rc == expected);
+              EXPECT(std::string(nnpccl_get_last_error(comm)).find("out of memory while starting alltoall") !=
+                     std::string::npos);
+              nnpccl_comm_abort(comm);
+              return failures;
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
+}
