@@ -229,6 +229,7 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpcc
 
 nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request) {
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     Status st = validate(comm, call);
@@ -275,7 +276,7 @@ bool only_takes_its_number(const nnpccl_comm *comm, const Call &c) {
            valid_datatype(c.datatype) && (!reduces(c.collective) || valid_redop(c.op)) &&
            (!has_root(c.collective) || (c.root >= 0 && c.root < comm->nranks)) && !comm->closing.load() &&
            comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Ready &&
-           !comm->engine->failed() && comm->engine->idle();
+           !comm->engine->failed() && comm->engine->idle() && !used_after_fork(comm);
 }
 
 nnpccl_result_t run_blocking(nnpccl_comm *comm, Call &&call) {
@@ -418,7 +419,7 @@ const char *nnpccl_get_error_string(nnpccl_result_t result) {
 
 const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     CallGuard guard(comm);
-    if (!guard.held()) return thread_last_error().c_str();
+    if (!guard.held() || used_after_fork(comm)) return thread_last_error().c_str();
     std::lock_guard<std::mutex> lock(comm->error_mutex);
     // Copied here, not by the init's thread, so that a string handed out
     // earlier does not change under its reader.
@@ -482,6 +483,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
 nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     // An init still running is aborted: it has no operations to wait for,
     // and waiting for it could take until its deadline.
@@ -503,6 +505,7 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     // A running init stops waiting and tells the other ranks; calls blocked
     // in other threads fail now and leave; then it can go.
@@ -518,6 +521,7 @@ nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
 nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (rank == nullptr) return report(comm, invalid_argument("rank (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     *rank = comm->rank;
@@ -527,6 +531,7 @@ nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank) {
 nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (size == nullptr) return report(comm, invalid_argument("size (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     *size = comm->nranks;
@@ -536,6 +541,7 @@ nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size) {
 nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (async_error == nullptr) return report(comm, invalid_argument("async_error (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     switch (comm->init_state.load(std::memory_order_acquire)) {
@@ -655,6 +661,9 @@ nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
     if (!live_requests().take(request)) return report(nullptr, not_a_request());
     std::unique_ptr<nnpccl_request> owned(request);
     CallGuard guard(owned->comm);
+    // In a fork's child the request stays as it was: its operation belongs
+    // to the parent's engine.
+    if (guard.held() && used_after_fork(owned->comm)) return report_forked(owned.release()->comm);
     // Destroy and abort finish every operation before they free the communicator.
     if (!guard.held())
         return report(nullptr, owned->op->done.load(std::memory_order_acquire)
@@ -676,6 +685,7 @@ nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
     });
     if (!live) return report(nullptr, not_a_request());
     CallGuard guard(asked);
+    if (guard.held() && used_after_fork(asked)) return report_forked(asked);
     nnpccl_comm *comm = guard.held() ? asked : nullptr;
     if (done == nullptr) return report(comm, invalid_argument("done (the output pointer) is NULL"));
     *done = finished ? 1 : 0;
@@ -687,6 +697,11 @@ nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
 nnpccl_result_t nnpccl_request_free(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
     if (!live_requests().take(request)) return report(nullptr, not_a_request());
+    {
+        // Freed in a fork's child, its operation would go back to the parent's pools: kept as it is.
+        CallGuard guard(request->comm);
+        if (guard.held() && used_after_fork(request->comm)) return report_forked(request->comm);
+    }
     delete request;
     return NNPCCL_SUCCESS;
 }

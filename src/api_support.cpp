@@ -1,5 +1,8 @@
 #include "api_support.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -20,6 +23,26 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
 }
 
 const std::string &thread_last_error() { return t_last_error; }
+
+std::atomic<pid_t> g_process_id{getpid()};
+
+namespace {
+
+// Registered once as the library loads; the child's handler only stores.
+struct ForkWatch {
+    ForkWatch() {
+        pthread_atfork(nullptr, nullptr, [] { g_process_id.store(getpid(), std::memory_order_relaxed); });
+    }
+} fork_watch;
+
+} // namespace
+
+nnpccl_result_t report_forked(const nnpccl_comm *comm) {
+    t_last_error = format("communicator created by pid %d used in pid %d; communicators do not survive fork(): the "
+                          "child must create its own (the parent's is unaffected)",
+                          static_cast<int>(comm->creator_pid), static_cast<int>(getpid()));
+    return NNPCCL_ERR_INVALID_USAGE;
+}
 
 __thread LiveComms::Slot *t_live_slot = nullptr;
 

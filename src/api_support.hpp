@@ -15,6 +15,22 @@
 
 namespace nnpccl {
 
+// This process's id, refreshed in a fork's child (pthread_atfork), so that
+// asking costs a load rather than a getpid() system call per call.
+extern std::atomic<pid_t> g_process_id;
+// A communicator is its creator's: a fork's child shares its sockets,
+// shared memory and futexes, and one use there would send the child's data
+// into the parent's job or wake the parent's peers. Every call in the
+// child fails with forked_error(), touching nothing the two share (not
+// even the communicator's locks, which a parent thread may have held at
+// the fork); destroy and abort there free nothing either.
+inline bool used_after_fork(const nnpccl_comm *comm) {
+    return comm->creator_pid != g_process_id.load(std::memory_order_relaxed);
+}
+// NNPCCL_ERR_INVALID_USAGE naming both processes, reported as this
+// thread's last error (never the communicator's: see above).
+nnpccl_result_t report_forked(const nnpccl_comm *comm);
+
 // Returns st's code; a failure's message goes to the communicator, or to
 // this thread's last error when there is none.
 nnpccl_result_t report(nnpccl_comm *comm, const Status &st);

@@ -563,6 +563,7 @@ Status nnpccl_comm::prepare(int nranks, int rank, const nnpccl_config_t *config,
     comm->message_bytes = comm->settings.planning.chunk_bytes + kDescriptorBytes;
     NNPCCL_TRY(parse_forced_algorithms(comm->settings.planning, &comm->configured_algorithms));
     if (!comm->settings.trace.empty()) NNPCCL_TRY(TraceRecorder::open(comm->settings.trace, rank, &comm->trace));
+    comm->creator_pid = getpid();
     set_log_rank(rank);
     *out = std::move(comm);
     return Status::ok();

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -172,6 +173,77 @@ TEST_CASE("a rank out of memory while starting a call fails its communicator and
                      std::string::npos);
               nnpccl_comm_abort(comm);
               return failures;
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
+}
+
+namespace {
+
+// A child of rank 0, forked after init: every call with the parent's
+// communicator fails at once naming the fork, and none of it reaches the
+// parent's job. Exits 0 when it saw that.
+[[noreturn]] void use_parents_communicator(nnpccl_comm_t comm, bool destroys) {
+    const int rank = 0;
+    int failures = 0;
+    std::vector<float> buf(1024, 100.0f);
+    nnpccl_result_t rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+    const std::string message = nnpccl_get_last_error(comm);
+    EXPECT(rc == NNPCCL_ERR_INVALID_USAGE);
+    EXPECT(message.find("communicator created by pid " + std::to_string(getppid()) + " used in pid " +
+                        std::to_string(getpid()) + "; communicators do not survive fork()") != std::string::npos);
+    nnpccl_request_t request = nullptr;
+    EXPECT(nnpccl_iallreduce(buf.data(), buf.data(), 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm, &request) ==
+           NNPCCL_ERR_INVALID_USAGE);
+    nnpccl_result_t async = NNPCCL_SUCCESS;
+    EXPECT(nnpccl_comm_get_async_error(comm, &async) == NNPCCL_ERR_INVALID_USAGE);
+    // Neither tells the parent's peers anything, nor closes what the parent uses.
+    if (destroys)
+        EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_ERR_INVALID_USAGE);
+    else
+        EXPECT(nnpccl_comm_abort(comm) == NNPCCL_ERR_INVALID_USAGE);
+    std::fflush(stderr);
+    std::exit(failures == 0 ? 0 : 1); // exit(), not _exit(): whatever runs at exit runs
+}
+
+int fork_after_init(int rank, int nranks, const nnpccl_unique_id_t &id, bool destroys) {
+    nnpccl_comm_t comm = join_job(rank, nranks, id, 30);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    std::vector<float> buf(1024);
+    auto allreduce_checked = [&](float round) {
+        for (size_t i = 0; i < buf.size(); ++i) buf[i] = round * static_cast<float>(rank + 1) + static_cast<float>(i);
+        const nnpccl_result_t rc =
+            nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+        EXPECT(rc == NNPCCL_SUCCESS);
+        size_t wrong = 0;
+        for (size_t i = 0; i < buf.size(); ++i) wrong += buf[i] != round * 3.0f + 2.0f * static_cast<float>(i) ? 1 : 0;
+        EXPECT(wrong == 0);
+        if (rc != NNPCCL_SUCCESS) std::fprintf(stderr, "rank %d: %s\n", rank, nnpccl_get_last_error(comm));
+    };
+    allreduce_checked(1);
+    if (rank == 0) {
+        const pid_t child = fork();
+        if (child == 0) use_parents_communicator(comm, destroys);
+        int status = -1;
+        EXPECT(child > 0 && waitpid(child, &status, 0) == child);
+        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    // Rank 1's calls wait for the parent's; the child's data never joins them.
+    for (int round = 2; round < 6; ++round) allreduce_checked(static_cast<float>(round));
+    EXPECT(nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS);
+    return failures;
+}
+
+} // namespace
+
+TEST_CASE("a communicator used in a fork's child fails there at once and the parent's job goes on unharmed",
+          "[mp][fork]") {
+    const char *transport = GENERATE("shm", "socket");
+    const bool destroys = GENERATE(true, false);
+    CAPTURE(transport, destroys);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    CHECK(run_local_ranks(2, [destroys](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              return fork_after_init(rank, nranks, id, destroys);
           }) == 0);
     unsetenv("NNPCCL_TRANSPORT");
 }
