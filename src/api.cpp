@@ -20,8 +20,9 @@
 #include "api_support.hpp"
 #include "bootstrap_root.hpp"
 #include "comm.hpp"
-#include "launch_env.hpp"
 #include "dtype.hpp"
+#include "launch_env.hpp"
+#include "library_threads.hpp"
 #include "nnpccl.h"
 
 using namespace nnpccl;
@@ -71,15 +72,6 @@ LiveRequests &live_requests() {
 Status not_a_request() {
     return invalid_argument("request is not a live request (already waited, completed by nnpccl_test, freed, or "
                             "corrupt)");
-}
-
-// Ends a nonblocking init that is still running (its waits return at once)
-// and waits for its thread, so that the init state is final afterwards.
-void stop_init(nnpccl_comm *comm) {
-    if (!comm->init_thread.joinable()) return;
-    if (comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Running)
-        comm->init_stop.raise();
-    comm->init_thread.join();
 }
 
 // Elements of `count` times `factor` of `dt` must fit in memory arithmetic.
@@ -330,6 +322,7 @@ nnpccl_result_t init(nnpccl_comm_t *out, int nranks, int rank, const nnpccl_conf
     comm->init_state.store(nnpccl_comm::InitState::Running);
     nnpccl_comm *building = comm.get();
     try {
+        LibraryThreadSignals blocked;
         comm->init_thread = std::thread([building, connect = std::move(connect)] {
             Status result = connect(*building, &building->init_stop);
             if (result) {
@@ -351,6 +344,7 @@ nnpccl_result_t init(nnpccl_comm_t *out, int nranks, int rank, const nnpccl_conf
 Status make_unique_id(const SockAddr &where, int timeout_sec, nnpccl_unique_id_t *out) {
     UniqueId id;
     NNPCCL_TRY(random_secret(&id.secret));
+    LibraryThreadSignals blocked; // for the root's thread
     NNPCCL_TRY(start_bootstrap_root(where, id.secret, timeout_sec, &id.root));
     encode_unique_id(id, out);
     return Status::ok();
@@ -425,6 +419,11 @@ const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     // earlier does not change under its reader.
     if (comm->last_error.empty() && comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Failed)
         comm->last_error = comm->init_failure.message();
+    // Aborted by a signal handler meanwhile, the communicator is freed as this call returns.
+    if (t_live_slot != nullptr && t_live_slot->abort_on_return.load(std::memory_order_relaxed) == comm) {
+        if (!comm->last_error.empty()) report(nullptr, Status(NNPCCL_ERR_REMOTE, comm->last_error));
+        return thread_last_error().c_str();
+    }
     return comm->last_error.c_str();
 }
 
@@ -471,6 +470,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
         if (any.family() == AF_INET) reinterpret_cast<sockaddr_in *>(&any.storage)->sin_addr.s_addr = htonl(INADDR_ANY);
         else reinterpret_cast<sockaddr_in6 *>(&any.storage)->sin6_addr = in6addr_any;
         SockAddr bound;
+        LibraryThreadSignals blocked; // for the root's thread
         if (st) st = start_bootstrap_root(any, id.secret, settings.timeout_sec, &bound);
     }
     if (!st) return report(nullptr, Status(st.code(), format("init from the %s environment: %s",
@@ -503,6 +503,7 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
 }
 
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
+    if (abort_from_interrupted_call(comm)) return NNPCCL_SUCCESS;
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     if (used_after_fork(comm)) return report_forked(comm);

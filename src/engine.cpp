@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dtype.hpp"
+#include "library_threads.hpp"
 #include "log.hpp"
 
 namespace nnpccl {
@@ -74,7 +75,9 @@ void Engine::submit(const std::shared_ptr<Operation> &op, bool background) {
 }
 
 void Engine::ensure_progress_thread() {
-    if (!progress_thread_.joinable()) progress_thread_ = std::thread([this] { progress_thread_main(); });
+    if (progress_thread_.joinable()) return;
+    LibraryThreadSignals blocked;
+    progress_thread_ = std::thread([this] { progress_thread_main(); });
 }
 
 bool Engine::sends_pending() const {
@@ -161,10 +164,7 @@ Status Engine::run_alone(ScheduleRun &run, const OperationName &name) {
     IdleSpell idle;
     while (true) {
         // abort() from another thread leaves failing to the driver.
-        if (failed_.load()) {
-            fail_locked_queue(failure());
-            return failure();
-        }
+        if (stop_driving()) return failure();
         const uint64_t seen = event_count();
         for (Transport *t : transports_) t->poll();
         size_t progressed = 0;
@@ -508,10 +508,7 @@ void Engine::drive(Operation *target) {
             if (op == nullptr) hand_over_pending_sends();
             return;
         }
-        if (failed_.load()) {
-            fail_locked_queue(failure());
-            return;
-        }
+        if (stop_driving()) return;
         uint64_t seen = event_count();
         for (Transport *t : transports_) t->poll();
         size_t progressed = 0;

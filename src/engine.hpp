@@ -153,6 +153,12 @@ public:
     // Fails every queued and future operation with `why` and tells peers.
     // Safe from any thread.
     void abort(const Status &why);
+    // Async-signal-safe (nnpccl_comm_abort from a signal handler that
+    // interrupted a call of this engine's thread): only marks the engine.
+    // Whoever drives fails the queue with the reason set_abort_reason()
+    // gave at its next turn (a sleep slice at most), and tells the peers.
+    void request_abort() { abort_requested_.store(true, std::memory_order_relaxed); }
+    void set_abort_reason(const Status &why) { abort_reason_ = why; }
     // The error that failed the engine, or ok.
     Status failure() const;
     bool failed() const { return failed_.load(); }
@@ -232,6 +238,15 @@ private:
 
     std::atomic<bool> failed_{false};
     Status failure_; // under queue_mutex_
+    std::atomic<bool> abort_requested_{false};
+    Status abort_reason_; // set at init
+    // A driver's check on every turn: failed, or an abort was requested.
+    // Caller holds drive_lock_; fails the queue if either.
+    bool stop_driving() {
+        if (!failed_.load() && !abort_requested_.load(std::memory_order_relaxed)) return false;
+        fail_locked_queue(failed_.load() ? failure() : abort_reason_);
+        return true;
+    }
 };
 
 } // namespace nnpccl

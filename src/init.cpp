@@ -526,6 +526,8 @@ void start_engine(nnpccl_comm &comm) {
     Bootstrap *bootstrap = comm.bootstrap.get();
     comm.engine->set_job_check([bootstrap](bool between_calls) { return bootstrap->check_job(between_calls); });
     comm.engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
+    comm.engine->set_abort_reason(
+        remote_error("rank %d aborted the communicator (nnpccl_comm_abort, from a signal handler)", comm.rank));
 }
 
 // Everything connect() does but the clean-up of a failure.

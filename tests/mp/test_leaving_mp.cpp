@@ -5,7 +5,9 @@
 // its reason.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -244,6 +246,79 @@ TEST_CASE("a communicator used in a fork's child fails there at once and the par
     setenv("NNPCCL_TRANSPORT", transport, 1);
     CHECK(run_local_ranks(2, [destroys](int rank, int nranks, const nnpccl_unique_id_t &id) {
               return fork_after_init(rank, nranks, id, destroys);
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
+}
+
+namespace {
+
+nnpccl_comm_t g_alarmed_comm = nullptr;
+nnpccl_result_t g_abort_in_handler = NNPCCL_ERR_INTERNAL;
+
+void abort_on_alarm(int) { g_abort_in_handler = nnpccl_comm_abort(g_alarmed_comm); }
+
+// Rank 0 is inside a call that waits for rank 1 (which does not call yet)
+// when SIGALRM's handler aborts its communicator: the call returns within
+// a second, the communicator is gone, and rank 1 hears of the abort.
+int abort_from_alarm(int rank, int nranks, const nnpccl_unique_id_t &id, bool nonblocking) {
+    nnpccl_comm_t comm = join_job(rank, nranks, id, 30);
+    if (comm == nullptr) return 1;
+    int failures = 0;
+    std::vector<float> buf(1 << 20, 1.0f);
+    // Small calls first, so that the call below takes the short way on a biased drive lock.
+    for (int i = 0; i < 64; ++i)
+        if (nnpccl_allreduce(buf.data(), buf.data(), 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS) return 1;
+    if (rank == 1) {
+        usleep(1500000);
+        const auto t0 = std::chrono::steady_clock::now();
+        const nnpccl_result_t rc =
+            nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+        const std::string message = nnpccl_get_last_error(comm);
+        EXPECT(rc == NNPCCL_ERR_REMOTE);
+        EXPECT(message.find("rank 0 aborted the communicator") != std::string::npos);
+        EXPECT(seconds_since(t0) < 3);
+        if (failures) std::fprintf(stderr, "rank 1: %s: %s\n", nnpccl_get_error_string(rc), message.c_str());
+        nnpccl_comm_abort(comm);
+        return failures;
+    }
+    g_alarmed_comm = comm;
+    struct sigaction on_alarm {};
+    on_alarm.sa_handler = abort_on_alarm;
+    sigemptyset(&on_alarm.sa_mask);
+    on_alarm.sa_flags = SA_RESTART; // the hardest case: interrupted system calls go on
+    sigaction(SIGALRM, &on_alarm, nullptr);
+    const itimerval in_300ms{{0, 0}, {0, 300000}};
+    setitimer(ITIMER_REAL, &in_300ms, nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
+    nnpccl_result_t rc = NNPCCL_SUCCESS;
+    if (nonblocking) {
+        nnpccl_request_t request = nullptr;
+        rc = nnpccl_iallreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm, &request);
+        if (rc == NNPCCL_SUCCESS) rc = nnpccl_wait(request);
+    } else {
+        rc = nnpccl_allreduce(buf.data(), buf.data(), buf.size(), NNPCCL_FLOAT32, NNPCCL_SUM, comm);
+    }
+    const double seconds = seconds_since(t0);
+    const std::string message = nnpccl_get_last_error(nonblocking ? nullptr : comm);
+    EXPECT(g_abort_in_handler == NNPCCL_SUCCESS);
+    EXPECT(rc == NNPCCL_ERR_REMOTE);
+    EXPECT(message.find("rank 0 aborted the communicator") != std::string::npos);
+    EXPECT(seconds < 3); // 0.3 s to the signal, then a sleep slice
+    int ignored = 0;
+    EXPECT(nnpccl_comm_rank(comm, &ignored) == NNPCCL_ERR_INVALID_ARGUMENT); // freed as the call returned
+    std::fprintf(stderr, "rank 0: %s after %.2f s: %s\n", nnpccl_get_error_string(rc), seconds, message.c_str());
+    return failures;
+}
+
+} // namespace
+
+TEST_CASE("nnpccl_comm_abort from a signal handler ends the interrupted call within a second", "[mp][abort]") {
+    const char *transport = GENERATE("shm", "socket", "ofi");
+    const bool nonblocking = GENERATE(false, true);
+    CAPTURE(transport, nonblocking);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    CHECK(run_local_ranks(2, [nonblocking](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              return abort_from_alarm(rank, nranks, id, nonblocking);
           }) == 0);
     unsetenv("NNPCCL_TRANSPORT");
 }
