@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -321,4 +322,89 @@ TEST_CASE("nnpccl_comm_abort from a signal handler ends the interrupted call wit
               return abort_from_alarm(rank, nranks, id, nonblocking);
           }) == 0);
     unsetenv("NNPCCL_TRANSPORT");
+}
+
+namespace {
+
+// The size of the first mapping of this rank's shm segments ("memfd:nnpccl-shm"), or 0.
+size_t shm_segment_bytes() {
+    FILE *f = std::fopen("/proc/self/maps", "r");
+    if (f == nullptr) return 0;
+    char line[512];
+    size_t bytes = 0;
+    while (bytes == 0 && std::fgets(line, sizeof line, f) != nullptr) {
+        unsigned long begin = 0, end = 0;
+        if (std::strstr(line, "memfd:nnpccl-shm") != nullptr && std::sscanf(line, "%lx-%lx", &begin, &end) == 2)
+            bytes = end - begin;
+    }
+    std::fclose(f);
+    return bytes;
+}
+
+size_t g_segment_bytes = 0;
+
+} // namespace
+
+TEST_CASE("a peer's shm segment that does not fit the address space is reported as such", "[mp][shm]") {
+    // Large queues, so that the segments dwarf whatever else init maps.
+    setenv("NNPCCL_TRANSPORT", "shm", 1);
+    setenv("NNPCCL_SHM_SLOTS", "8", 1);
+    setenv("NNPCCL_SHM_BYTES", std::to_string(size_t{4} << 30).c_str(), 1);
+    char size_file[] = "/tmp/nnpccl-test-segment-XXXXXX";
+    const int fd = mkstemp(size_file);
+    REQUIRE(fd >= 0);
+    close(fd);
+    static const char *size_path = nullptr;
+    size_path = size_file;
+    // A first job measures a segment.
+    REQUIRE(run_local_ranks(2, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+                nnpccl_comm_t comm = join_job(rank, nranks, id, 30, size_t{4} << 20);
+                if (comm == nullptr) return 1;
+                if (rank == 0)
+                    if (FILE *f = std::fopen(size_path, "w")) {
+                        std::fprintf(f, "%zu\n", shm_segment_bytes());
+                        std::fclose(f);
+                    }
+                return nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS ? 0 : 1;
+            }) == 0);
+    if (FILE *f = std::fopen(size_file, "r")) {
+        if (std::fscanf(f, "%zu", &g_segment_bytes) != 1) g_segment_bytes = 0;
+        std::fclose(f);
+    }
+    unlink(size_file);
+    REQUIRE(g_segment_bytes >= (size_t{32} << 20));
+    // The second: rank 1 has room for its own segment but not its peer's.
+    std::vector<int> statuses;
+    run_local_ranks(
+        2,
+        [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+            if (rank == 1) {
+                const size_t room = address_space_bytes() + g_segment_bytes + g_segment_bytes / 2;
+                const rlimit limit{room, room};
+                if (setrlimit(RLIMIT_AS, &limit) != 0) return 1;
+            }
+            nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
+            cfg.timeout_sec = 30;
+            cfg.chunk_bytes = size_t{4} << 20;
+            nnpccl_comm_t comm = nullptr;
+            const nnpccl_result_t rc = nnpccl_comm_init_rank(&comm, nranks, id, rank, &cfg);
+            const std::string message = nnpccl_get_last_error(nullptr);
+            int failures = 0;
+            EXPECT(rc != NNPCCL_SUCCESS);
+            if (rank == 1) {
+                EXPECT(rc == NNPCCL_ERR_SYSTEM);
+                EXPECT(message.find("cannot map the shm segment of rank 0 (" + std::to_string(g_segment_bytes) +
+                                    " bytes)") != std::string::npos);
+                EXPECT(message.find("out of address space or memory") != std::string::npos);
+                EXPECT(message.find("NNPCCL_CHUNK_SIZE, NNPCCL_SHM_SLOTS") == std::string::npos);
+            }
+            std::fprintf(stderr, "rank %d: %s: %s\n", rank, nnpccl_get_error_string(rc), message.c_str());
+            if (comm != nullptr) nnpccl_comm_abort(comm);
+            return failures;
+        },
+        false, &statuses);
+    unsetenv("NNPCCL_TRANSPORT");
+    unsetenv("NNPCCL_SHM_SLOTS");
+    unsetenv("NNPCCL_SHM_BYTES");
+    CHECK(statuses == std::vector<int>{0, 0});
 }
