@@ -210,12 +210,22 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpcc
     try {
         return run_checked(comm, guard, call, request);
     } catch (const std::bad_alloc &) {
-        const Status st = system_error("out of memory while starting %s of %zu elements",
-                                       collective_name(call.collective), call.count);
-        return guard.held() ? fail_call(comm, st) : report(nullptr, st);
+        // Telling the communicator and the peers allocates too; with memory
+        // this short that may fail as well, and the code still returns.
+        try {
+            const Status st = system_error("out of memory while starting %s of %zu elements",
+                                           collective_name(call.collective), call.count);
+            return guard.held() ? fail_call(comm, st) : report(nullptr, st);
+        } catch (...) {
+            return NNPCCL_ERR_SYSTEM;
+        }
     } catch (const std::exception &e) {
-        const Status st = internal_error("%s", e.what());
-        return guard.held() ? fail_call(comm, st) : report(nullptr, st);
+        try {
+            const Status st = internal_error("%s", e.what());
+            return guard.held() ? fail_call(comm, st) : report(nullptr, st);
+        } catch (...) {
+            return NNPCCL_ERR_INTERNAL;
+        }
     }
 }
 

@@ -149,10 +149,19 @@ TEST_CASE("a rank out of memory while starting a call fails its communicator and
               std::vector<float> buf(count * static_cast<size_t>(nranks), 1.0f);
               if (nnpccl_allreduce(buf.data(), buf.data(), 4, NNPCCL_FLOAT32, NNPCCL_SUM, comm) != NNPCCL_SUCCESS)
                   return 1;
+              // Rank 1's address space ends a little past what it maps now,
+              // and it holds every free block of 64 KiB or more (its heap,
+              // inherited from the test process, has many): small
+              // allocations still succeed, large ones fail.
+              std::vector<void *> hoard;
+              hoard.reserve(size_t{1} << 16);
               if (rank == 1) {
-                  const size_t room = address_space_bytes() + (size_t{256} << 10);
+                  const size_t room = address_space_bytes() + (size_t{1} << 20);
                   const rlimit limit{room, room};
                   if (setrlimit(RLIMIT_AS, &limit) != 0) return 1;
+                  for (void *p = std::malloc(64 << 10); p != nullptr && hoard.size() < hoard.capacity();
+                       p = std::malloc(64 << 10))
+                      hoard.push_back(p);
               }
               const auto t0 = std::chrono::steady_clock::now();
               nnpccl_result_t rc = nnpccl_alltoall(buf.data(), buf.data(), count, NNPCCL_FLOAT32, comm);
@@ -175,6 +184,7 @@ TEST_CASE("a rank out of memory while starting a call fails its communicator and
               EXPECT(std::string(nnpccl_get_last_error(comm)).find("out of memory while starting alltoall") !=
                      std::string::npos);
               nnpccl_comm_abort(comm);
+              for (void *p : hoard) std::free(p);
               return failures;
           }) == 0);
     unsetenv("NNPCCL_TRANSPORT");
