@@ -11,7 +11,10 @@
  *     on, does not end in mapped memory;
  *   - an invalid argument (NNPCCL_ERR_INVALID_ARGUMENT) has no effect and
  *     leaves the communicator usable; any other error is fatal for that
- *     communicator, which must then be aborted or destroyed and re-created;
+ *     communicator, which must then be aborted or destroyed and re-created:
+ *     a local failure (out of memory while starting a call, say) also sets
+ *     its async error, makes later calls fail at once with it, and fails
+ *     the peers, naming this rank and its reason;
  *   - nnpccl_get_last_error() returns a message naming what was wrong.
  * Buffers are host memory. The runtime progresses itself: nonblocking
  * operations complete without the caller having to poll.
@@ -21,6 +24,31 @@
  * nnpccl_comm_get_async_error may be called from any thread;
  * nnpccl_comm_abort may be called from any thread at any time: during a
  * nonblocking init, during a collective, during another thread's call.
+ * From a signal handler it is async-signal-safe when the handler
+ * interrupted a call of the same thread on the same communicator (a
+ * watchdog's SIGALRM during a collective): it then only marks the
+ * communicator, the interrupted call returns NNPCCL_ERR_REMOTE within a
+ * few milliseconds (at once if it was not waiting), and the communicator
+ * is freed as that call returns. Anywhere else in a handler abort frees
+ * memory and joins threads like any call, which is only safe where the
+ * handler cannot have interrupted malloc or another nnpccl call: abort
+ * from a thread instead (the handler can wake it). The library's own
+ * threads block asynchronous signals, so a process-directed signal runs
+ * its handler on one of the application's threads.
+ *
+ * Leaving: a rank that destroys its communicator, or whose process ends or
+ * dies, while other ranks are inside or later enter a call that needs it
+ * makes those calls fail within about a second (NNPCCL_ERR_REMOTE, naming
+ * the rank and, when it had one, its own error); a call that does not
+ * need it (the others finishing the last call it took part in) is not
+ * affected.
+ *
+ * fork(): a communicator belongs to the process that created it. In a
+ * child forked after init, every call on it (destroy and abort included)
+ * fails with NNPCCL_ERR_INVALID_USAGE ("communicator created by pid X used
+ * in pid Y"), sends nothing and frees nothing; the parent's communicator
+ * and its job are unaffected. The child may create communicators of its
+ * own.
  */
 #ifndef NNPCCL_H
 #define NNPCCL_H
@@ -205,7 +233,10 @@ NNPCCL_API nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm);
  *  NNPCCL_ERR_TIMEOUT at their deadline if it had not joined yet. The handle
  *  is invalid once abort returns: later calls with it are refused
  *  (NNPCCL_ERR_INVALID_ARGUMENT) unless a new communicator has since been
- *  given the same address. */
+ *  given the same address. From a signal handler that interrupted a call of
+ *  this thread on comm, abort returns at once and the communicator is
+ *  freed as the interrupted call returns (see "Thread safety" above); its
+ *  message is then that thread's nnpccl_get_last_error(NULL). */
 NNPCCL_API nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm);
 
 /** This process's rank in the communicator. NNPCCL_ERR_INVALID_USAGE until a
@@ -223,7 +254,8 @@ NNPCCL_API nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size);
  *  message nnpccl_get_last_error(comm) then gives. Between calls it looks
  *  at the peers (at most every 0.1 s), so a watchdog that polls it hears of
  *  a peer that died or aborted without making a call; a peer that destroyed
- *  its communicator cleanly is not an error here. The function itself
+ *  its communicator cleanly is not an error here (only a call that needs
+ *  it fails). The function itself
  *  returns NNPCCL_SUCCESS when it could read the state, and
  *  NNPCCL_ERR_INVALID_USAGE when another thread is destroying or aborting
  *  the communicator. */

@@ -20,8 +20,9 @@
 #include "api_support.hpp"
 #include "bootstrap_root.hpp"
 #include "comm.hpp"
-#include "launch_env.hpp"
 #include "dtype.hpp"
+#include "launch_env.hpp"
+#include "library_threads.hpp"
 #include "nnpccl.h"
 
 using namespace nnpccl;
@@ -71,15 +72,6 @@ LiveRequests &live_requests() {
 Status not_a_request() {
     return invalid_argument("request is not a live request (already waited, completed by nnpccl_test, freed, or "
                             "corrupt)");
-}
-
-// Ends a nonblocking init that is still running (its waits return at once)
-// and waits for its thread, so that the init state is final afterwards.
-void stop_init(nnpccl_comm *comm) {
-    if (!comm->init_thread.joinable()) return;
-    if (comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Running)
-        comm->init_stop.raise();
-    comm->init_thread.join();
 }
 
 // Elements of `count` times `factor` of `dt` must fit in memory arithmetic.
@@ -199,6 +191,17 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
 
 nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request);
 
+// Any error of a started call but an invalid argument is fatal for the
+// communicator (nnpccl.h). One that did not come from the engine (out of
+// memory while planning or queueing, say) fails it now: its async error is
+// set, later calls fail at once with it, and the peers hear why (through
+// the transports and the rendezvous root) rather than wait for this rank.
+nnpccl_result_t fail_call(nnpccl_comm *comm, const Status &st) {
+    if (st.code() != NNPCCL_ERR_INVALID_ARGUMENT && comm->engine != nullptr && !comm->engine->failed())
+        comm->engine->abort(st);
+    return report(comm, st);
+}
+
 // Runs a collective on the communicator `guard` holds, completing `call` in
 // place (it is the caller's own copy of the arguments). No C++ exception
 // leaves through the C API: planning and queueing allocate, and a process
@@ -207,16 +210,28 @@ nnpccl_result_t run(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpcc
     try {
         return run_checked(comm, guard, call, request);
     } catch (const std::bad_alloc &) {
-        return report(guard.held() ? comm : nullptr,
-                      system_error("out of memory while starting %s of %zu elements", collective_name(call.collective),
-                                   call.count));
+        // Telling the communicator and the peers allocates too; with memory
+        // this short that may fail as well, and the code still returns.
+        try {
+            const Status st = system_error("out of memory while starting %s of %zu elements",
+                                           collective_name(call.collective), call.count);
+            return guard.held() ? fail_call(comm, st) : report(nullptr, st);
+        } catch (...) {
+            return NNPCCL_ERR_SYSTEM;
+        }
     } catch (const std::exception &e) {
-        return report(guard.held() ? comm : nullptr, internal_error("%s", e.what()));
+        try {
+            const Status st = internal_error("%s", e.what());
+            return guard.held() ? fail_call(comm, st) : report(nullptr, st);
+        } catch (...) {
+            return NNPCCL_ERR_INTERNAL;
+        }
     }
 }
 
 nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &call, nnpccl_request_t *request) {
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     Status st = validate(comm, call);
@@ -226,7 +241,10 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
         return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     }
     comm->complete(&call);
-    if (request == nullptr) return report(comm, comm->run_blocking(call));
+    if (request == nullptr) {
+        st = comm->run_blocking(call);
+        return st ? NNPCCL_SUCCESS : fail_call(comm, st);
+    }
     // The handle is made and registered before the operation starts: an
     // allocation that fails afterwards would leave it running on buffers
     // the caller was told it may reuse.
@@ -240,7 +258,7 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
         }
     } unregister{made.get()};
     st = comm->start(call, true, &made->op);
-    if (!st) return report(comm, st);
+    if (!st) return fail_call(comm, st);
     unregister.request = nullptr;
     *request = made.release();
     return NNPCCL_SUCCESS;
@@ -260,7 +278,7 @@ bool only_takes_its_number(const nnpccl_comm *comm, const Call &c) {
            valid_datatype(c.datatype) && (!reduces(c.collective) || valid_redop(c.op)) &&
            (!has_root(c.collective) || (c.root >= 0 && c.root < comm->nranks)) && !comm->closing.load() &&
            comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Ready &&
-           !comm->engine->failed() && comm->engine->idle();
+           !comm->engine->failed() && comm->engine->idle() && !used_after_fork(comm);
 }
 
 nnpccl_result_t run_blocking(nnpccl_comm *comm, Call &&call) {
@@ -314,6 +332,7 @@ nnpccl_result_t init(nnpccl_comm_t *out, int nranks, int rank, const nnpccl_conf
     comm->init_state.store(nnpccl_comm::InitState::Running);
     nnpccl_comm *building = comm.get();
     try {
+        LibraryThreadSignals blocked;
         comm->init_thread = std::thread([building, connect = std::move(connect)] {
             Status result = connect(*building, &building->init_stop);
             if (result) {
@@ -335,6 +354,7 @@ nnpccl_result_t init(nnpccl_comm_t *out, int nranks, int rank, const nnpccl_conf
 Status make_unique_id(const SockAddr &where, int timeout_sec, nnpccl_unique_id_t *out) {
     UniqueId id;
     NNPCCL_TRY(random_secret(&id.secret));
+    LibraryThreadSignals blocked; // for the root's thread
     NNPCCL_TRY(start_bootstrap_root(where, id.secret, timeout_sec, &id.root));
     encode_unique_id(id, out);
     return Status::ok();
@@ -408,12 +428,17 @@ const char *nnpccl_get_error_string(nnpccl_result_t result) {
 
 const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     CallGuard guard(comm);
-    if (!guard.held()) return thread_last_error().c_str();
+    if (!guard.held() || used_after_fork(comm)) return thread_last_error().c_str();
     std::lock_guard<std::mutex> lock(comm->error_mutex);
     // Copied here, not by the init's thread, so that a string handed out
     // earlier does not change under its reader.
     if (comm->last_error.empty() && comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Failed)
         comm->last_error = comm->init_failure.message();
+    // Aborted by a signal handler meanwhile, the communicator is freed as this call returns.
+    if (t_live_slot != nullptr && t_live_slot->abort_on_return.load(std::memory_order_relaxed) == comm) {
+        if (!comm->last_error.empty()) report(nullptr, Status(NNPCCL_ERR_REMOTE, comm->last_error));
+        return thread_last_error().c_str();
+    }
     return comm->last_error.c_str();
 }
 
@@ -454,6 +479,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
     if (st && env.rank == 0) {
         Settings settings;
         st = resolve_settings(config, &settings);
+        LibraryThreadSignals blocked; // for the root's thread
         if (st) st = start_root_from_env(env, settings.timeout_sec, &id);
     }
     if (!st) return report(nullptr, Status(st.code(), format("init from the %s environment: %s",
@@ -467,6 +493,7 @@ nnpccl_result_t nnpccl_comm_init_from_env(nnpccl_comm_t *comm, const nnpccl_conf
 nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     // An init still running is aborted: it has no operations to wait for,
     // and waiting for it could take until its deadline.
@@ -486,8 +513,10 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
 }
 
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
+    if (abort_from_interrupted_call(comm)) return NNPCCL_SUCCESS;
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     // A running init stops waiting and tells the other ranks; calls blocked
     // in other threads fail now and leave; then it can go.
@@ -503,6 +532,7 @@ nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
 nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (rank == nullptr) return report(comm, invalid_argument("rank (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     *rank = comm->rank;
@@ -512,6 +542,7 @@ nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank) {
 nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (size == nullptr) return report(comm, invalid_argument("size (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     *size = comm->nranks;
@@ -521,6 +552,7 @@ nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size) {
 nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t *async_error) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     if (async_error == nullptr) return report(comm, invalid_argument("async_error (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     switch (comm->init_state.load(std::memory_order_acquire)) {
@@ -640,6 +672,9 @@ nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
     if (!live_requests().take(request)) return report(nullptr, not_a_request());
     std::unique_ptr<nnpccl_request> owned(request);
     CallGuard guard(owned->comm);
+    // In a fork's child the request stays as it was: its operation belongs
+    // to the parent's engine.
+    if (guard.held() && used_after_fork(owned->comm)) return report_forked(owned.release()->comm);
     // Destroy and abort finish every operation before they free the communicator.
     if (!guard.held())
         return report(nullptr, owned->op->done.load(std::memory_order_acquire)
@@ -661,6 +696,7 @@ nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
     });
     if (!live) return report(nullptr, not_a_request());
     CallGuard guard(asked);
+    if (guard.held() && used_after_fork(asked)) return report_forked(asked);
     nnpccl_comm *comm = guard.held() ? asked : nullptr;
     if (done == nullptr) return report(comm, invalid_argument("done (the output pointer) is NULL"));
     *done = finished ? 1 : 0;
@@ -672,6 +708,11 @@ nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
 nnpccl_result_t nnpccl_request_free(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
     if (!live_requests().take(request)) return report(nullptr, not_a_request());
+    {
+        // Freed in a fork's child, its operation would go back to the parent's pools: kept as it is.
+        CallGuard guard(request->comm);
+        if (guard.held() && used_after_fork(request->comm)) return report_forked(request->comm);
+    }
     delete request;
     return NNPCCL_SUCCESS;
 }

@@ -1,5 +1,8 @@
 #include "api_support.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -20,6 +23,26 @@ nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
 }
 
 const std::string &thread_last_error() { return t_last_error; }
+
+std::atomic<pid_t> g_process_id{getpid()};
+
+namespace {
+
+// Registered once as the library loads; the child's handler only stores.
+struct ForkWatch {
+    ForkWatch() {
+        pthread_atfork(nullptr, nullptr, [] { g_process_id.store(getpid(), std::memory_order_relaxed); });
+    }
+} fork_watch;
+
+} // namespace
+
+nnpccl_result_t report_forked(const nnpccl_comm *comm) {
+    t_last_error = format("communicator created by pid %d used in pid %d; communicators do not survive fork(): the "
+                          "child must create its own (the parent's is unaffected)",
+                          static_cast<int>(comm->creator_pid), static_cast<int>(getpid()));
+    return NNPCCL_ERR_INVALID_USAGE;
+}
 
 __thread LiveComms::Slot *t_live_slot = nullptr;
 
@@ -121,6 +144,42 @@ void LiveComms::remove(nnpccl_comm *comm) {
 void free_comm(nnpccl_comm *comm) {
     live_comms().remove(comm);
     delete comm;
+}
+
+void stop_init(nnpccl_comm *comm) {
+    if (!comm->init_thread.joinable()) return;
+    if (comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Running) comm->init_stop.raise();
+    comm->init_thread.join();
+}
+
+bool abort_from_interrupted_call(nnpccl_comm *comm) {
+    LiveComms::Slot *slot = t_live_slot;
+    if (comm == nullptr || slot == nullptr || slot->held.load(std::memory_order_relaxed) != comm) return false;
+    // Held by this thread, so live. A destroy or abort already under way
+    // frees it itself; this only makes its waits end.
+    if (!comm->closing.exchange(true)) slot->abort_on_return.store(comm, std::memory_order_relaxed);
+    switch (comm->init_state.load(std::memory_order_acquire)) {
+    case nnpccl_comm::InitState::Running: comm->init_stop.raise(); break;
+    case nnpccl_comm::InitState::Ready: comm->engine->request_abort(); break;
+    case nnpccl_comm::InitState::Failed: break;
+    }
+    return true;
+}
+
+void finish_abort_on_return(LiveComms::Slot &slot) {
+    nnpccl_comm *comm = slot.abort_on_return.exchange(nullptr, std::memory_order_relaxed);
+    if (comm == nullptr) return;
+    stop_init(comm);
+    if (comm->init_state.load() == nnpccl_comm::InitState::Ready)
+        comm->engine->abort(
+            remote_error("rank %d aborted the communicator (nnpccl_comm_abort, from a signal handler)", comm->rank));
+    // The caller can no longer ask the communicator why its call failed:
+    // nnpccl_get_last_error(NULL), or with the stale handle, tells it.
+    {
+        std::lock_guard<std::mutex> lock(comm->error_mutex);
+        if (!comm->last_error.empty()) t_last_error = comm->last_error;
+    }
+    free_comm(comm);
 }
 
 Status not_ready(const nnpccl_comm *comm) {

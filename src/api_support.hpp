@@ -15,6 +15,22 @@
 
 namespace nnpccl {
 
+// This process's id, refreshed in a fork's child (pthread_atfork), so that
+// asking costs a load rather than a getpid() system call per call.
+extern std::atomic<pid_t> g_process_id;
+// A communicator is its creator's: a fork's child shares its sockets,
+// shared memory and futexes, and one use there would send the child's data
+// into the parent's job or wake the parent's peers. Every call in the
+// child fails with forked_error(), touching nothing the two share (not
+// even the communicator's locks, which a parent thread may have held at
+// the fork); destroy and abort there free nothing either.
+inline bool used_after_fork(const nnpccl_comm *comm) {
+    return comm->creator_pid != g_process_id.load(std::memory_order_relaxed);
+}
+// NNPCCL_ERR_INVALID_USAGE naming both processes, reported as this
+// thread's last error (never the communicator's: see above).
+nnpccl_result_t report_forked(const nnpccl_comm *comm);
+
 // Returns st's code; a failure's message goes to the communicator, or to
 // this thread's last error when there is none.
 nnpccl_result_t report(nnpccl_comm *comm, const Status &st);
@@ -79,6 +95,10 @@ public:
         Slot *next = nullptr; // fixed once the slot is in the list
         const nnpccl_comm *known = nullptr;
         uint64_t known_removals = 0;
+        // Set by nnpccl_comm_abort in a signal handler that interrupted
+        // this thread's call on that communicator: the call frees it as it
+        // returns (CallGuard).
+        std::atomic<nnpccl_comm *> abort_on_return{nullptr};
     };
 
 private:
@@ -118,11 +138,18 @@ inline LiveComms &live_comms() {
     return *registry;
 }
 
+void finish_abort_on_return(LiveComms::Slot &slot);
+
 // Holds the communicator alive for the length of one API call.
 class CallGuard {
 public:
     explicit CallGuard(nnpccl_comm *comm) : asked_(comm), how_(live_comms().hold(comm)) {}
-    ~CallGuard() { release(); }
+    ~CallGuard() {
+        LiveComms::Slot *slot = how_.slot;
+        release();
+        if (slot != nullptr && slot->abort_on_return.load(std::memory_order_relaxed) != nullptr)
+            finish_abort_on_return(*slot);
+    }
     CallGuard(const CallGuard &) = delete;
     CallGuard &operator=(const CallGuard &) = delete;
 
@@ -151,6 +178,17 @@ private:
 // Frees the communicator once no other thread is inside a call on it. The
 // caller has released its own hold.
 void free_comm(nnpccl_comm *comm);
+// Ends a nonblocking init that is still running (its waits return at once)
+// and waits for its thread, so that the init state is final afterwards.
+void stop_init(nnpccl_comm *comm);
+// nnpccl_comm_abort in a signal handler that interrupted a call of this
+// thread on `comm`: only async-signal-safe steps (marks it closing, stops
+// its init or asks its engine to fail, which wakes the interrupted wait
+// within a sleep slice); the call frees it as it returns. False, doing
+// nothing, when this thread holds no call on `comm`.
+bool abort_from_interrupted_call(nnpccl_comm *comm);
+// The rest of that abort, once the interrupted call has let go of it.
+void finish_abort_on_return(LiveComms::Slot &slot);
 
 // Calls that need the built communicator are refused, without waiting,
 // while a nonblocking init is still building it and after that init failed.

@@ -5,6 +5,8 @@
 // the selector's schedule and hands it to the progress engine.
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -84,6 +86,9 @@ struct nnpccl_comm {
     // to leave before freeing it, so abort is safe from any thread.
     std::atomic<int> active_calls{0};
     std::atomic<bool> closing{false};
+    // The process that created it (api_support.hpp, used_after_fork): a
+    // fork's child shares its transports but must never use them.
+    pid_t creator_pid = 0;
 
     // A nonblocking init (config->blocking = 0) connects on a thread of its
     // own. Until init_state is Ready, only what prepare() set (rank, nranks,

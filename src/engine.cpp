@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dtype.hpp"
+#include "library_threads.hpp"
 #include "log.hpp"
 
 namespace nnpccl {
@@ -74,7 +75,9 @@ void Engine::submit(const std::shared_ptr<Operation> &op, bool background) {
 }
 
 void Engine::ensure_progress_thread() {
-    if (!progress_thread_.joinable()) progress_thread_ = std::thread([this] { progress_thread_main(); });
+    if (progress_thread_.joinable()) return;
+    LibraryThreadSignals blocked;
+    progress_thread_ = std::thread([this] { progress_thread_main(); });
 }
 
 bool Engine::sends_pending() const {
@@ -161,10 +164,7 @@ Status Engine::run_alone(ScheduleRun &run, const OperationName &name) {
     IdleSpell idle;
     while (true) {
         // abort() from another thread leaves failing to the driver.
-        if (failed_.load()) {
-            fail_locked_queue(failure());
-            return failure();
-        }
+        if (stop_driving()) return failure();
         const uint64_t seen = event_count();
         for (Transport *t : transports_) t->poll();
         size_t progressed = 0;
@@ -315,11 +315,57 @@ uint64_t Engine::event_count() const {
     return sum;
 }
 
+bool Engine::check_waiting(Clock::time_point now, IdleSpell &idle, const OperationName &name, const ScheduleRun *run) {
+    Status peers = check_peers();
+    if (!peers) {
+        fail_locked_queue(Status(peers.code(), name.text() + ": " + peers.message()));
+        return false;
+    }
+    // A peer that left cleanly had finished every call it made, so a run
+    // still waiting on it waits for something that never comes. Seen at
+    // two checks in a row, with no progress between: the run has tried its
+    // steps since the transport first said so, and still waits on it.
+    const int departed = run != nullptr ? run->waiting_on_departed() : -1;
+    if (departed >= 0 && departed == idle.departed) {
+        fail_locked_queue(remote_error("%s: rank %d has left: it destroyed its communicator while this call "
+                                       "still needs it (waiting for %s)",
+                                       name.text().c_str(), departed, run->blocked_on().c_str()));
+        return false;
+    }
+    idle.departed = departed;
+    if (now - idle.since >= std::chrono::seconds(timeout_sec_)) {
+        // The peer this rank waits on may itself be waiting on the one
+        // at fault; a peer that has stopped showing signs of life names it.
+        const auto quiet =
+            std::min<std::chrono::milliseconds>(std::chrono::seconds(1), std::chrono::milliseconds(timeout_sec_ * 500));
+        // Over sockets a rank sees the signs of life of its partners
+        // only. Waiting on a partner as stuck as itself, it names no one;
+        // the partner, whose own timeout comes at the same moment, may
+        // name the stopped rank, and its failure reaches this rank
+        // through check_peers above. Who is silent is asked once, at the
+        // deadline: a partner that falls silent in the grace has most
+        // likely failed, and is not the one to blame.
+        std::string silent;
+        if (!idle.naming_grace)
+            for (Transport *t : transports_)
+                if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
+        idle.naming_grace = silent.empty();
+        if (!silent.empty() || now - idle.since >= std::chrono::seconds(timeout_sec_) + kNamingGrace) {
+            fail_locked_queue(timeout_error(
+                "%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s", name.text().c_str(), timeout_sec_,
+                run != nullptr ? run->blocked_on().c_str() : "its turn", silent.empty() ? "" : "; ", silent.c_str()));
+            return false;
+        }
+    }
+    return true;
+}
+
 bool Engine::idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name, const ScheduleRun *run) {
     if (!idle.active) {
         idle.active = true;
         idle.quick_polls = 0;
         idle.naming_grace = false;
+        idle.departed = -1;
         idle.since = Clock::time_point{};
     }
     // A spinning spell's first polls leave the clock alone: a small call's
@@ -334,36 +380,7 @@ bool Engine::idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name
     if (idle.since == Clock::time_point{}) idle.since = idle.last_check = now;
     if (now - idle.last_check >= kLivenessPeriod) {
         idle.last_check = now;
-        Status peers = check_peers();
-        if (!peers) {
-            fail_locked_queue(Status(peers.code(), name.text() + ": " + peers.message()));
-            return false;
-        }
-        if (now - idle.since >= std::chrono::seconds(timeout_sec_)) {
-            // The peer this rank waits on may itself be waiting on the one
-            // at fault; a peer that has stopped showing signs of life names it.
-            const auto quiet = std::min<std::chrono::milliseconds>(std::chrono::seconds(1),
-                                                                   std::chrono::milliseconds(timeout_sec_ * 500));
-            // Over sockets a rank sees the signs of life of its partners
-            // only. Waiting on a partner as stuck as itself, it names no one;
-            // the partner, whose own timeout comes at the same moment, may
-            // name the stopped rank, and its failure reaches this rank
-            // through check_peers above. Who is silent is asked once, at the
-            // deadline: a partner that falls silent in the grace has most
-            // likely failed, and is not the one to blame.
-            std::string silent;
-            if (!idle.naming_grace)
-                for (Transport *t : transports_)
-                    if (std::string s = t->silent_peers(quiet); !s.empty()) silent += (silent.empty() ? "" : ", ") + s;
-            idle.naming_grace = silent.empty();
-            if (!silent.empty() || now - idle.since >= std::chrono::seconds(timeout_sec_) + kNamingGrace) {
-                fail_locked_queue(timeout_error("%s: no progress for %d s (NNPCCL_TIMEOUT) while waiting for %s%s%s",
-                                                name.text().c_str(), timeout_sec_,
-                                                run != nullptr ? run->blocked_on().c_str() : "its turn",
-                                                silent.empty() ? "" : "; ", silent.c_str()));
-                return false;
-            }
-        }
+        if (!check_waiting(now, idle, name, run)) return false;
     }
     auto idle_us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle.since).count();
     if (idle_us < spin_us_) {
@@ -491,10 +508,7 @@ void Engine::drive(Operation *target) {
             if (op == nullptr) hand_over_pending_sends();
             return;
         }
-        if (failed_.load()) {
-            fail_locked_queue(failure());
-            return;
-        }
+        if (stop_driving()) return;
         uint64_t seen = event_count();
         for (Transport *t : transports_) t->poll();
         size_t progressed = 0;

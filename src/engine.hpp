@@ -153,6 +153,12 @@ public:
     // Fails every queued and future operation with `why` and tells peers.
     // Safe from any thread.
     void abort(const Status &why);
+    // Async-signal-safe (nnpccl_comm_abort from a signal handler that
+    // interrupted a call of this engine's thread): only marks the engine.
+    // Whoever drives fails the queue with the reason set_abort_reason()
+    // gave at its next turn (a sleep slice at most), and tells the peers.
+    void request_abort() { abort_requested_.store(true, std::memory_order_relaxed); }
+    void set_abort_reason(const Status &why) { abort_reason_ = why; }
     // The error that failed the engine, or ok.
     Status failure() const;
     bool failed() const { return failed_.load(); }
@@ -185,12 +191,17 @@ private:
         bool active = false; // the driver clears it whenever something moves
         unsigned quick_polls = 0; // polls of this spell before it read the clock
         bool naming_grace = false; // timed out naming no one: waiting for a peer's report (idle_wait)
+        int departed = -1;         // a peer that had left, which the run waited on at the last liveness check
         Clock::time_point since{}, last_check{};
     };
     // One turn of waiting for the blocked `run` (of the operation `name`),
     // starting `idle` if it is not active: spin, yield or sleep; false once
     // it has failed the queue (liveness, NNPCCL_TIMEOUT).
     bool idle_wait(uint64_t seen, IdleSpell &idle, const OperationName &name, const ScheduleRun *run);
+    // The liveness check of a wait: peers that died or failed, a peer that
+    // left while the run still needs it, NNPCCL_TIMEOUT. Fails the queue
+    // and returns false when the wait is over.
+    bool check_waiting(Clock::time_point now, IdleSpell &idle, const OperationName &name, const ScheduleRun *run);
     uint64_t event_count() const;
     void progress_thread_main();
     bool sends_pending() const;
@@ -227,6 +238,15 @@ private:
 
     std::atomic<bool> failed_{false};
     Status failure_; // under queue_mutex_
+    std::atomic<bool> abort_requested_{false};
+    Status abort_reason_; // set at init
+    // A driver's check on every turn: failed, or an abort was requested.
+    // Caller holds drive_lock_; fails the queue if either.
+    bool stop_driving() {
+        if (!failed_.load() && !abort_requested_.load(std::memory_order_relaxed)) return false;
+        fail_locked_queue(failed_.load() ? failure() : abort_reason_);
+        return true;
+    }
 };
 
 } // namespace nnpccl

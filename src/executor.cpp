@@ -17,8 +17,9 @@ ScheduleRun::ScheduleRun(std::shared_ptr<const Schedule> schedule, const Call &c
                          unsigned char *message_scratch, std::shared_ptr<TraceRecorder> trace)
     : schedule_(std::move(schedule)), call_(call), scratch_(scratch), announcement_(announcement),
       elem_size_(datatype_size(call.datatype)), route_(route), cursor_(schedule_->channels.size(), 0),
-      message_scratch_(message_scratch), announced_(route.size() * schedule_->channels.size(), 0),
-      verified_(route.size() * schedule_->channels.size(), 0), trace_(std::move(trace)) {
+      recv_missing_(schedule_->channels.size(), 0), message_scratch_(message_scratch),
+      announced_(route.size() * schedule_->channels.size(), 0), verified_(route.size() * schedule_->channels.size(), 0),
+      trace_(std::move(trace)) {
     code_algorithm(announcement.descriptor.collective);
     stamp_algorithm();
     plan_single();
@@ -41,6 +42,7 @@ void ScheduleRun::restart(std::shared_ptr<const Schedule> schedule, const Call &
     schedule_ = std::move(schedule);
     const size_t channels = schedule_->channels.size();
     cursor_.resize(channels);
+    recv_missing_.assign(channels, 0);
     announced_.resize(route_.size() * channels);
     verified_.resize(route_.size() * channels);
     code_algorithm(announcement.descriptor.collective);
@@ -259,7 +261,10 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     char *dst = address(step.dst);
     const uint32_t divisor = divisor_of(step);
     const bool writes_dst = step.has(kStore) || (rx == nullptr && step.has(kReduce));
-    if (writes_dst && bytes > 0 && in_flight_overlaps(dst, dst + bytes)) return false;
+    if (writes_dst && bytes > 0 && in_flight_overlaps(dst, dst + bytes)) {
+        recv_missing_[static_cast<size_t>(channel)] = 0;
+        return false;
+    }
     // Where the value lies once the step has computed it, if the transport
     // can send it from there: the source of a plain copy, else the target.
     const char *send_from = nullptr;
@@ -272,7 +277,10 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
         bool landed = false;
         const void *message =
             peek(*rx, step.recv_peer, channel, step, bytes, check_descriptor, dst, &in_bytes, &landed);
-        if (message == nullptr) return false;
+        if (message == nullptr) {
+            recv_missing_[static_cast<size_t>(channel)] = 1;
+            return false;
+        }
         size_t header = 0;
         if (!accept(step.recv_peer, channel, check_descriptor, *rx, message, in_bytes, bytes, &header, status))
             return false;
@@ -283,7 +291,10 @@ bool ScheduleRun::try_step(int channel, const Step &step, Status *status) {
     const size_t tx_header = send_descriptor && !tx_beside ? kDescriptorBytes : 0;
     if (tx != nullptr) {
         slot = tx->try_acquire_send(step.send_peer, channel, bytes + tx_header);
-        if (slot == nullptr) return false;
+        if (slot == nullptr) {
+            recv_missing_[static_cast<size_t>(channel)] = 0;
+            return false;
+        }
         if (send_from == nullptr) out = static_cast<char *>(slot) + tx_header;
     }
     // Everything the step needs is here: from now on it runs.
@@ -337,7 +348,10 @@ bool ScheduleRun::try_single(Status *status) {
         size_t in_bytes = 0;
         bool landed = false;
         const void *message = peek(*single_.rx, step.recv_peer, 0, step, bytes, true, dst, &in_bytes, &landed);
-        if (message == nullptr) return false;
+        if (message == nullptr) {
+            recv_missing_[0] = 1;
+            return false;
+        }
         size_t header = 0;
         if (!accept(step.recv_peer, 0, true, *single_.rx, message, in_bytes, bytes, &header, status)) return false;
         in = landed ? dst : static_cast<const char *>(message) + header;
@@ -346,7 +360,10 @@ bool ScheduleRun::try_single(Status *status) {
     const size_t tx_header = single_.tx_beside ? 0 : kDescriptorBytes;
     if (single_.tx != nullptr) {
         slot = single_.tx->try_acquire_send(step.send_peer, 0, bytes + tx_header);
-        if (slot == nullptr) return false;
+        if (slot == nullptr) {
+            recv_missing_[0] = 0;
+            return false;
+        }
     }
     apply(step, in, slot == nullptr ? nullptr : static_cast<char *>(slot) + tx_header,
           single_.tx != nullptr && !single_.tx->peer_reads_send_buffers(), address(step.src), dst, bytes,
@@ -395,6 +412,20 @@ std::string ScheduleRun::blocked_on() const {
     // Every step ran: what remains are sends that leave straight from the
     // caller's buffer, which the receivers have not finished reading.
     return "the receivers to finish reading its last messages (sent from the caller's buffer)";
+}
+
+int ScheduleRun::waiting_on_departed() const {
+    auto left = [this](int peer) { return route_[static_cast<size_t>(peer)]->has_left(peer); };
+    for (size_t c = 0; c < cursor_.size(); ++c) {
+        const std::vector<Step> &steps = schedule_->channels[c];
+        if (cursor_[c] >= steps.size()) continue;
+        const Step &s = steps[cursor_[c]];
+        if (s.has(kSend) && left(s.send_peer)) return s.send_peer;
+        if (s.has(kRecv) && recv_missing_[c] != 0 && left(s.recv_peer)) return s.recv_peer;
+    }
+    for (const InPlaceSend &sent : in_flight_)
+        if (!sent.done() && left(sent.peer)) return sent.peer;
+    return -1;
 }
 
 std::vector<int> ScheduleRun::waiting_peers() const {

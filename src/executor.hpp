@@ -68,6 +68,12 @@ public:
     std::string blocked_on() const;
     // The peers the run is waiting for now (to check their liveness).
     std::vector<int> waiting_peers() const;
+    // A peer that has left cleanly (Transport::has_left) and that the run
+    // still waits on, or -1: a step that sends to it (it finished every
+    // call it made, so it never takes this message), a receive from it
+    // that found nothing at its last try, or a send from the caller's
+    // buffer it has not taken. Asked by the engine's liveness checks only.
+    int waiting_on_departed() const;
 
 private:
     Status advance_steps(size_t *progressed);
@@ -113,6 +119,9 @@ private:
     size_t elem_size_;
     const std::vector<Transport *> &route_;
     std::vector<size_t> cursor_;
+    // Per channel: whether its step's last try found no message to receive
+    // (written only when a try fails, for waiting_on_departed()).
+    std::vector<char> recv_missing_;
     unsigned char *message_scratch_; // one message: where a reduce lands before it is sent
     // Per (peer, channel): the number of the run (run_number_, one per
     // start or again()) whose descriptor went out / came in last, so that

@@ -405,6 +405,8 @@ void start_engine(nnpccl_comm &comm) {
     Bootstrap *bootstrap = comm.bootstrap.get();
     comm.engine->set_job_check([bootstrap](bool between_calls) { return bootstrap->check_job(between_calls); });
     comm.engine->set_failure_hook([bootstrap](const Status &why) { bootstrap->report_failure(why); });
+    comm.engine->set_abort_reason(
+        remote_error("rank %d aborted the communicator (nnpccl_comm_abort, from a signal handler)", comm.rank));
 }
 
 // Everything connect() does but the clean-up of a failure.
@@ -442,6 +444,7 @@ Status nnpccl_comm::prepare(int nranks, int rank, const nnpccl_config_t *config,
     comm->message_bytes = comm->settings.planning.chunk_bytes + kDescriptorBytes;
     NNPCCL_TRY(parse_forced_algorithms(comm->settings.planning, &comm->configured_algorithms));
     if (!comm->settings.trace.empty()) NNPCCL_TRY(TraceRecorder::open(comm->settings.trace, rank, &comm->trace));
+    comm->creator_pid = getpid();
     set_log_rank(rank);
     *out = std::move(comm);
     return Status::ok();

@@ -39,13 +39,23 @@ public:
         rank_ = rank;
         heard_.assign(static_cast<size_t>(nranks), Clock::now());
         departed_.assign(static_cast<size_t>(nranks), 0);
+        left_at_.assign(static_cast<size_t>(nranks), Clock::time_point{});
         quiet_since_ = Clock::now();
     }
 
     void heard_from(int peer, Clock::time_point now) { heard_[static_cast<size_t>(peer)] = now; }
     // The peer destroyed its communicator cleanly: its silence from then on is no fault.
-    void left(int peer) { departed_[static_cast<size_t>(peer)] = 1; }
+    void left(int peer) {
+        if (departed_[static_cast<size_t>(peer)] == 0) left_at_[static_cast<size_t>(peer)] = Clock::now();
+        departed_[static_cast<size_t>(peer)] = 1;
+    }
     bool has_left(int peer) const { return departed_[static_cast<size_t>(peer)] != 0; }
+    // Whether the peer left kErrorGrace ago or more: its farewell may
+    // overtake messages it sent before it on other streams (or another
+    // connection), which have all landed by then.
+    bool left_a_while_ago(int peer) const {
+        return has_left(peer) && Clock::now() - left_at_[static_cast<size_t>(peer)] >= kErrorGrace;
+    }
 
     // Whether to send the peers a sign of life now; `events` is the
     // transport's event count (anything happening ends the quiet).
@@ -99,6 +109,7 @@ private:
     int rank_ = 0;
     std::vector<Clock::time_point> heard_;
     std::vector<char> departed_;
+    std::vector<Clock::time_point> left_at_;
     Clock::time_point last_beat_{};
     Clock::time_point quiet_since_{};
     uint64_t events_at_check_ = 0;

@@ -111,6 +111,13 @@ public:
     // or one that has not called the library; "" when none, or where the
     // transport cannot tell.
     virtual std::string silent_peers(std::chrono::milliseconds /*quiet*/) const { return ""; }
+    // Whether `peer` has left cleanly (destroyed its communicator) and
+    // everything it sent before leaving has reached this rank, so that a
+    // step still waiting on it, for a message or for room in its queue,
+    // waits for nothing that will come (Engine::idle_wait then fails the
+    // call naming it). False where the transport cannot tell; a transport
+    // that reports it here must not report it sooner than that.
+    virtual bool has_left(int /*peer*/) const { return false; }
     // Tells every peer this rank is failing, and why (its result and, where
     // the transport can carry it, its message), so they stop waiting for it
     // and fail alike.

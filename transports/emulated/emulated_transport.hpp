@@ -255,6 +255,7 @@ public:
     void wait_for_event(uint64_t seen, int timeout_ms) override;
 
     Status check_peers() override { return inner_->check_peers(); }
+    bool has_left(int peer) const override { return inner_->has_left(peer); }
     std::string silent_peers(std::chrono::milliseconds quiet) const override { return inner_->silent_peers(quiet); }
     void announce_abort(const Status &why) override { inner_->announce_abort(why); }
     // Emulated waits end at a due time and sleep precisely; spinning is for

@@ -89,6 +89,8 @@ Status OfiTransport::check_peers() {
     return PeerLiveness::after_grace(impl_->error, impl_->error_at);
 }
 
+bool OfiTransport::has_left(int peer) const { return impl_->liveness.left_a_while_ago(peer); }
+
 std::string OfiTransport::silent_peers(std::chrono::milliseconds quiet) const {
     return impl_->liveness.silent(quiet, "ofi", [](int) { return true; });
 }

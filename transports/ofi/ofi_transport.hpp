@@ -75,6 +75,7 @@ public:
     void poll() override;
     uint64_t event_count() const override;
     void wait_for_event(uint64_t seen, int timeout_ms) override;
+    bool has_left(int peer) const override;
     Status check_peers() override;
     std::string silent_peers(std::chrono::milliseconds quiet) const override;
     void announce_abort(const Status &) override {}

@@ -216,7 +216,12 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     void *mem = MAP_FAILED;
     if (st) {
         mem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (mem == MAP_FAILED) st = errno_error(format("mmap of %zu bytes of shared memory", t->segment_bytes_));
+        if (mem == MAP_FAILED) {
+            const int map_errno = errno;
+            st = system_error("mmap of this rank's %zu-byte shm segment: %s%s", t->segment_bytes_,
+                              std::strerror(map_errno),
+                              map_errno == ENOMEM ? " (out of address space or memory: ulimit -v may be too low)" : "");
+        }
     }
     if (!st) {
         close(fd);
@@ -266,9 +271,19 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
         }
         struct stat info{};
         void *pmem = MAP_FAILED;
-        if (fstat(pfd, &info) == 0 && static_cast<size_t>(info.st_size) == t->segment_bytes_)
-            pmem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+        const bool same_size = fstat(pfd, &info) == 0 && static_cast<size_t>(info.st_size) == t->segment_bytes_;
+        if (same_size) pmem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+        const int map_errno = errno;
         close(pfd);
+        if (same_size && pmem == MAP_FAILED) {
+            st = system_error("cannot map the shm segment of rank %d (%zu bytes): %s%s", peer, t->segment_bytes_,
+                              std::strerror(map_errno),
+                              map_errno == ENOMEM ? " (out of address space or memory: an address-space limit, "
+                                                    "ulimit -v, may be too low; NNPCCL_SHM_BYTES or a smaller "
+                                                    "NNPCCL_CHUNK_SIZE makes the segments smaller)"
+                                                  : "");
+            break;
+        }
         if (pmem == MAP_FAILED) {
             st = system_error("cannot map the shm segment of rank %d (size %lld, expected %zu): do all ranks use "
                               "the same NNPCCL_CHUNK_SIZE, NNPCCL_SHM_SLOTS and NNPCCL_SHM_BYTES?",
@@ -524,6 +539,12 @@ Status ShmTransport::check_peers() {
             return remote_error("rank %d (pid %d) has died", peer, pids_[static_cast<size_t>(peer)]);
     }
     return Status::ok();
+}
+
+bool ShmTransport::has_left(int peer) const {
+    const Segment *seg = peer >= 0 && peer < nranks_ ? segments_[static_cast<size_t>(peer)] : nullptr;
+    return seg != nullptr && peer != rank_ && seg->departed.load(std::memory_order_acquire) != 0 &&
+           seg->aborted.load(std::memory_order_acquire) == 0;
 }
 
 std::string ShmTransport::silent_peers(std::chrono::milliseconds quiet) const {

@@ -80,6 +80,9 @@ public:
     Status check_peers() override;
     void announce_abort(const Status &why) override;
     std::string silent_peers(std::chrono::milliseconds quiet) const override;
+    // Exact at once: a rank marks itself departed after its last message
+    // was written into its peers' queues.
+    bool has_left(int peer) const override;
 
     struct Segment;
     struct Queue;
