@@ -347,6 +347,19 @@ bool applies_off_host(const CollectiveArgs &args, const Topology &t, std::string
     return false;
 }
 
+// Across hosts the network links are the bottleneck, and Swing's partners
+// cross them at every step of both halves, where the hierarchical algorithm
+// crosses them once per block: the model's figures for Swing there were
+// never checked against a run, so it leaves multi-host jobs to the
+// algorithms that were.
+bool applies_within_a_host(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
+    if (!t.spans_hosts()) return applies_with_valid_root(args, t, why_not);
+    if (why_not != nullptr)
+        *why_not = "runs within one host or on a machine of chips and links, not across the hosts of '" + t.name() +
+                   "' (hierarchical crosses the network fewer times)";
+    return false;
+}
+
 } // namespace
 
 const AlgorithmInfo &swing_algorithm() {
@@ -355,10 +368,10 @@ const AlgorithmInfo &swing_algorithm() {
         "Swing (bandwidth-optimal): recursive halving then doubling with partners 1, 1, 3, 5, 11, ... hops away, "
         "the dimensions of a torus in turn, 2 channels per dimension (one mirrored) so every port works; "
         "reduce-scatter and allgather are its halves",
-        "",
+        "not across hosts",
         {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather},
         build_bandwidth,
-        applies_with_valid_root,
+        applies_within_a_host,
         predict_bandwidth_us,
         channels_on,
         chunk_on};

@@ -10,7 +10,10 @@
  *     (NNPCCL_ERR_INVALID_ARGUMENT), as is a count whose buffer, from 1 GiB
  *     on, does not end in mapped memory;
  *   - an invalid argument (NNPCCL_ERR_INVALID_ARGUMENT) has no effect and
- *     leaves the communicator usable; any other error is fatal for that
+ *     leaves the communicator usable, and so does a call its forced
+ *     algorithms cannot plan (NNPCCL_ERR_INVALID_USAGE naming the rule,
+ *     refused alike on every rank with the same rules, before the call is
+ *     numbered or anything is sent); any other error is fatal for that
  *     communicator, which must then be aborted or destroyed and re-created:
  *     a local failure (out of memory while starting a call, say) also sets
  *     its async error, makes later calls fail at once with it, and fails

@@ -197,8 +197,19 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
 // memory while planning or queueing, say) fails it now: its async error is
 // set, later calls fail at once with it, and the peers hear why (through
 // the transports and the rendezvous root) rather than wait for this rank.
+// Two refusals are not failures: an invalid argument, and a call its forced
+// algorithms cannot plan (the planner's NNPCCL_ERR_INVALID_USAGE). The
+// planner refuses before the call takes its number, and every rank with the
+// same rules refuses alike, so nothing has moved and the communicator stays
+// usable (ccl-bench --compare forces every algorithm in turn and relies on
+// it). Any other invalid usage from here (the engine's mismatches) has
+// failed the engine already.
+bool only_refused(const Status &st) {
+    return st.code() == NNPCCL_ERR_INVALID_ARGUMENT || st.code() == NNPCCL_ERR_INVALID_USAGE;
+}
+
 nnpccl_result_t fail_call(nnpccl_comm *comm, const Status &st) {
-    if (st.code() != NNPCCL_ERR_INVALID_ARGUMENT && comm->engine != nullptr && !comm->engine->failed())
+    if (!only_refused(st) && comm->engine != nullptr && !comm->engine->failed())
         comm->engine->abort(st);
     return report(comm, st);
 }

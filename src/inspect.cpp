@@ -227,6 +227,7 @@ nnpccl_result_t nnpccl_algorithm_get(int index, nnpccl_algorithm_info_t *info) {
 nnpccl_result_t nnpccl_comm_set_algorithms(nnpccl_comm_t comm, const char *rules) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     std::shared_ptr<const AlgoOverride> forced = comm->configured_algorithms;
@@ -244,6 +245,7 @@ nnpccl_result_t nnpccl_comm_get_algorithm(nnpccl_comm_t comm, const nnpccl_call_
                                           size_t name_bytes, size_t *tuning_calls_left) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
+    if (used_after_fork(comm)) return report_forked(comm);
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     if (name == nullptr || name_bytes == 0)

@@ -19,10 +19,11 @@ api_collectives="allreduce reduce_scatter allgather broadcast reduce gather scat
 
 # --list-algos: "NAME  serves:  c1, c2" then "applies: ..." per algorithm.
 # p2p's condition (the peer is another rank) holds for every send and recv
-# of ccl-bench's exchange, so it must run on flat like the unconditional ones.
+# of ccl-bench's exchange, and swing's (not across hosts) for ranks of one
+# host, so they must run on flat like the unconditional ones.
 "$bench" --list-algos >"$out/list" || { echo "FAILED: --list-algos"; exit 1; }
 pairs=$(awk '$2 == "serves:" {name = $1; $1 = ""; $2 = ""; gsub(/,/, ""); serves[name] = $0}
-             $1 == "applies:" {print name, ($2 == "always" || name == "p2p" ? "always" : "conditional"), serves[name]}' "$out/list")
+             $1 == "applies:" {print name, ($2 == "always" || name == "p2p" || name == "swing" ? "always" : "conditional"), serves[name]}' "$out/list")
 [ -n "$pairs" ] || { echo "FAILED: --list-algos lists nothing"; cat "$out/list"; exit 1; }
 
 for transport in shm ofi socket; do
