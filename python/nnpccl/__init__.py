@@ -141,6 +141,10 @@ class Communicator:
         self._lib = lib
         self._requests = weakref.WeakSet()  # unfinished requests the caller still holds
         self._parked = []  # (handle, buffers) of unfinished requests the caller dropped
+        # True once destroy or abort has returned: only then are every call's
+        # buffers free. While either runs (the GIL released), a request
+        # dropped meanwhile is parked, not freed under the running call.
+        self._ended = False
         config = Config(ctypes.sizeof(Config), _nonnegative(timeout, "timeout"),
                         _nonnegative(chunk_bytes, "chunk_bytes"), 1,
                         algorithms.encode() if algorithms is not None else None)
@@ -196,6 +200,7 @@ class Communicator:
         finally:
             # Destroy and abort finish every operation before they free the
             # communicator, so the dropped requests' buffers are free now.
+            self._ended = True
             self._reap(ended=True)
         check(rc)
 
@@ -213,7 +218,7 @@ class Communicator:
 
     def _park(self, handle, keep):
         """Keeps a dropped request's handle and buffers until its call has finished."""
-        if self._handle is None:
+        if self._ended:
             self._lib.nnpccl_request_free(handle)  # the communicator has ended: the call is over
         else:
             self._parked.append((handle, keep))
