@@ -171,8 +171,10 @@ void RootServer::accept_new() {
         peers_.push_back(std::move(p));
         int waiting = 0;
         Peer *oldest = nullptr;
+        // A welcomed connection sent a hello under the secret and now owes
+        // only its answer: a flood of strangers never evicts it.
         for (Peer &q : peers_)
-            if (q.fd >= 0 && q.rank < 0 && !q.closing) {
+            if (q.fd >= 0 && q.rank < 0 && !q.welcomed && !q.closing) {
                 ++waiting;
                 if (oldest == nullptr) oldest = &q;
             }
