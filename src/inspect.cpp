@@ -69,8 +69,9 @@ Status check_root(const Call &call, int nranks) {
     return Status::ok();
 }
 
-Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nnpccl_prediction_t *predictions,
-               int capacity, int *count, nnpccl_explanation_t *out) {
+// `rules`, when not NULL, stand in for NNPCCL_ALGO.
+Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, const char *rules,
+               nnpccl_prediction_t *predictions, int capacity, int *count, nnpccl_explanation_t *out) {
     if (predictions == nullptr && capacity > 0) return invalid_argument("predictions is NULL with capacity=%d", capacity);
     if (capacity < 0) return invalid_argument("capacity=%d is negative", capacity);
     if (count == nullptr) return invalid_argument("count (the output pointer) is NULL");
@@ -80,6 +81,10 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     NNPCCL_TRY(read_call(c, &call));
     Settings settings;
     NNPCCL_TRY(resolve_settings(nullptr, &settings));
+    if (rules != nullptr) {
+        settings.planning.algorithms = rules;
+        settings.planning.algorithms_source = "NNPCCL_ALGO";
+    }
     const std::string spec = topology_spec != nullptr ? topology_spec : "";
     Topology topology;
     const bool host_over_network = network_only(settings.transport);
@@ -232,7 +237,13 @@ nnpccl_result_t nnpccl_comm_get_algorithm(nnpccl_comm_t comm, const nnpccl_call_
 nnpccl_result_t nnpccl_explain(const char *topology, int nranks, const nnpccl_call_t *call,
                                nnpccl_prediction_t *predictions, int capacity, int *count,
                                nnpccl_explanation_t *explanation) {
-    return report(nullptr, explain(topology, nranks, call, predictions, capacity, count, explanation));
+    return report(nullptr, explain(topology, nranks, call, nullptr, predictions, capacity, count, explanation));
+}
+
+nnpccl_result_t nnpccl_explain_with_rules(const char *topology, int nranks, const nnpccl_call_t *call,
+                                          const char *rules, nnpccl_prediction_t *predictions, int capacity,
+                                          int *count, nnpccl_explanation_t *explanation) {
+    return report(nullptr, explain(topology, nranks, call, rules, predictions, capacity, count, explanation));
 }
 
 } // extern "C"
