@@ -84,7 +84,7 @@ PlanExplanation plan_call(const CollectiveArgs &args, size_t bytes, const Topolo
                           const PlanningInputs &inputs) {
     PlanExplanation e;
     e.chunk_bytes = inputs.chunk_bytes;
-    e.status = choose_algorithm(args, topology, inputs.plan_options(), &e.chosen, &e.predictions);
+    e.status = choose_algorithm(args, bytes, topology, inputs.plan_options(), &e.chosen, &e.predictions);
     // The forcing rules choose without predicting: the explanation still shows every prediction.
     e.forced = e.chosen != nullptr && e.predictions.empty();
     if (e.forced || e.chosen == nullptr) e.predictions = predict_all(args, topology, inputs.costs);

@@ -49,7 +49,7 @@ Selector::Selector(const Topology &topology, int rank, PlanningInputs inputs)
 std::shared_ptr<TuningEntry> Selector::tuning_entry(const CollectiveArgs &args, size_t bytes,
                                                     uint64_t collectives_issued) {
     if (!may_measure(args, bytes, topology_, inputs_) || collectives_issued < kTuningAfterCalls) return nullptr;
-    const Tuner::Key key = Tuner::key_for(args);
+    const Tuner::Key key = Tuner::key_for(args, bytes);
     std::shared_ptr<TuningEntry> entry = tuner_.find(key);
     if (entry == nullptr && !tuner_.model_decides(key)) {
         const std::vector<Prediction> predictions = predict_all(args, topology_, inputs_.costs);

@@ -116,6 +116,7 @@ class Tuner {
 public:
     using Key = std::tuple<int, size_t, int>;
     static Key key_for(const CollectiveArgs &args);
+    static Key key_for(const CollectiveArgs &args, size_t bytes); // bytes: call_bytes(args)
 
     // The entry of `key`, or null when it has none yet.
     std::shared_ptr<TuningEntry> find(const Key &key) const;
