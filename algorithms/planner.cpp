@@ -34,9 +34,14 @@ std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &
 
 Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
                         const AlgorithmInfo **out, std::vector<Prediction> *considered) {
+    return choose_algorithm(args, call_bytes(args), topology, options, out, considered);
+}
+
+Status choose_algorithm(const CollectiveArgs &args, size_t bytes, const Topology &topology, const PlanOptions &options,
+                        const AlgorithmInfo **out, std::vector<Prediction> *considered) {
     *out = nullptr;
     if (considered != nullptr) considered->clear();
-    if (const std::string *forced = options.algo_override.pick(args.collective, call_bytes(args))) {
+    if (const std::string *forced = options.algo_override.pick(args.collective, bytes)) {
         const AlgorithmInfo *a = find_algorithm(*forced);
         std::string why_not;
         const char *source = options.algo_override.source().c_str();
@@ -50,7 +55,7 @@ Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, co
         // A call of no elements moves nothing whichever algorithm runs it
         // (and the C API returns from most without planning them), so it is
         // not refused for the choice: the model picks, as on every rank.
-        if (call_bytes(args) > 0)
+        if (bytes > 0)
             return invalid_usage("%s forces %s for this %s, but it does not apply: %s", source, forced->c_str(),
                                  describe_call(args, topology).c_str(), why_not.c_str());
     }
@@ -58,7 +63,7 @@ Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, co
     std::vector<Prediction> &predictions = considered != nullptr ? *considered : local;
     predictions = predict_all(args, topology, options.costs);
     const Prediction *best = nullptr;
-    const std::string *preferred = options.preferred.pick(args.collective, call_bytes(args));
+    const std::string *preferred = options.preferred.pick(args.collective, bytes);
     for (const Prediction &p : predictions)
         if (p.applies && preferred != nullptr && *preferred == p.algorithm->name) best = &p;
     if (best == nullptr)

@@ -46,6 +46,9 @@ std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &
 // receives predict_all()'s list (empty when forced).
 Status choose_algorithm(const CollectiveArgs &args, const Topology &topology, const PlanOptions &options,
                         const AlgorithmInfo **out, std::vector<Prediction> *considered = nullptr);
+// The same, for a caller that has `bytes` (call_bytes(args)) already.
+Status choose_algorithm(const CollectiveArgs &args, size_t bytes, const Topology &topology, const PlanOptions &options,
+                        const AlgorithmInfo **out, std::vector<Prediction> *considered = nullptr);
 
 // The algorithms the model cannot tell apart from its choice: every
 // applicable one predicted within `window` times the fastest (only the

@@ -60,13 +60,11 @@ void print_algorithm_list() {
     }
 }
 
-// The library's own parser decides, through nnpccl_explain with the rule
-// set, so that ccl-bench takes exactly the names (and short names) that
-// NNPCCL_ALGO takes.
+// The library's own parser decides, through nnpccl_explain_with_rules, so
+// that ccl-bench takes exactly the names (and short names) that NNPCCL_ALGO
+// takes.
 bool check_algorithm_name(nnpccl_collective_t collective, const std::string &name, std::string *error) {
-    const char *before = std::getenv("NNPCCL_ALGO");
-    const std::string saved = before != nullptr ? before : "";
-    setenv("NNPCCL_ALGO", (std::string(nnpccl_collective_name(collective)) + ":" + name).c_str(), 1);
+    const std::string rules = std::string(nnpccl_collective_name(collective)) + ":" + name;
     nnpccl_call_t call{};
     call.collective = collective;
     call.count = 1;
@@ -76,12 +74,8 @@ bool check_algorithm_name(nnpccl_collective_t collective, const std::string &nam
     std::vector<nnpccl_prediction_t> predictions(registry().size());
     int count = 0;
     nnpccl_explanation_t e{};
-    const nnpccl_result_t rc =
-        nnpccl_explain("", 2, &call, predictions.data(), static_cast<int>(predictions.size()), &count, &e);
-    if (before != nullptr)
-        setenv("NNPCCL_ALGO", saved.c_str(), 1);
-    else
-        unsetenv("NNPCCL_ALGO");
+    const nnpccl_result_t rc = nnpccl_explain_with_rules("", 2, &call, rules.c_str(), predictions.data(),
+                                                         static_cast<int>(predictions.size()), &count, &e);
     if (rc == NNPCCL_SUCCESS) return true;
     *error = std::string(nnpccl_get_last_error(nullptr)) + "; see --list-algos";
     return false;

@@ -147,6 +147,16 @@ NNPCCL_API nnpccl_result_t nnpccl_explain(const char *topology, int nranks, cons
                                           nnpccl_prediction_t *predictions, int capacity, int *count,
                                           nnpccl_explanation_t *explanation);
 
+/** As nnpccl_explain, with `rules` (NNPCCL_ALGO's syntax, e.g.
+ *  "allreduce:ring:0-64K") in place of the environment's NNPCCL_ALGO: the
+ *  plan a job with NNPCCL_ALGO=rules would make, so that a program can ask
+ *  about a rule without setting the environment. NULL keeps the
+ *  environment's; "" forces nothing. Rules that do not parse are an
+ *  invalid argument naming the token (as NNPCCL_ALGO). */
+NNPCCL_API nnpccl_result_t nnpccl_explain_with_rules(const char *topology, int nranks, const nnpccl_call_t *call,
+                                                     const char *rules, nnpccl_prediction_t *predictions,
+                                                     int capacity, int *count, nnpccl_explanation_t *explanation);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,8 +23,8 @@
 #include "cost_terms.hpp"
 #include "dtype.hpp"
 #include "host.hpp"
+#include "planning.hpp"
 #include "reduce.hpp"
-#include "tuning_file.hpp"
 
 namespace nnpccl::sim {
 
@@ -48,29 +48,13 @@ void run_all(const std::vector<std::function<void()>> &tasks, int jobs) {
 }
 
 // The planner's inputs as a communicator of this job would have them
-// (src/inspect.cpp does the same for ccl-bench --explain).
+// (build_planning_inputs(), as nnpccl_explain's).
 Status planning_for(const Topology &topology, Planning *out) {
     NNPCCL_TRY(resolve_settings(nullptr, &out->settings));
-    const PlanningOptions &p = out->settings.planning;
-    if (!p.algorithms.empty()) NNPCCL_TRY(out->plan.algo_override.parse(p.algorithms, p.algorithms_source));
-    if (!p.tuning_file.empty()) {
-        std::ifstream in(p.tuning_file, std::ios::binary);
-        if (!in) return invalid_argument("NNPCCL_TUNING_FILE=%s: cannot open it", p.tuning_file.c_str());
-        std::ostringstream text;
-        text << in.rdbuf();
-        TuningFile file;
-        NNPCCL_TRY(parse_tuning_file(text.str(), "NNPCCL_TUNING_FILE=" + p.tuning_file, &file));
-        if (file.nranks == topology.nranks() && file.topology == topology.name()) out->plan.preferred = file.choices;
-    }
-    CostInputs &costs = out->plan.costs;
-    if (out->settings.tuning.enabled) {
-        const HostReduceSpeed &speed = host_reduce_speed();
-        std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), costs.host_reduce_us_per_byte);
-    }
-    HostInfo host;
-    if (discover_host(&host) && host.cores > 0)
-        costs.host_ranks_per_core = std::max(1.0, static_cast<double>(topology.nranks()) / host.cores);
-    return Status::ok();
+    PlanningFacts facts;
+    // The simulator plans the host as shared memory.
+    NNPCCL_TRY(local_planning_facts(out->settings, topology.nranks(), /*host_over_network=*/false, &facts));
+    return build_planning_inputs(out->settings, facts, topology, &out->inputs);
 }
 
 // The machine and the planner's inputs, each a usage error where it does not load.
@@ -123,7 +107,7 @@ void set_up(Run *run) {
     call.elem_size = c == Collective::Barrier ? 1 : datatype_size(o.datatype);
     call.root = has_root(c) ? o.root : -1;
     call.in_place = o.in_place;
-    call.chunk_bytes = o.chunk_bytes != 0 ? o.chunk_bytes : run->planning.settings.planning.chunk_bytes;
+    call.chunk_bytes = o.chunk_bytes != 0 ? o.chunk_bytes : run->planning.inputs.chunk_bytes;
 
     // The sizes in bytes, rounded down to whole elements (whole blocks for
     // the block-wise collectives), as ccl-bench runs them.
@@ -134,7 +118,8 @@ void set_up(Run *run) {
 
     run->options.slots = o.slots >= 0 ? o.slots : run->planning.settings.shm.slots;
     // γ as the cost model applies it to this machine's chips.
-    run->options.reduce_us_per_byte = with_reduction(run->topology, run->planning.plan.costs, call.elem_size, 0.0, 1.0);
+    run->options.reduce_us_per_byte =
+        with_reduction(run->topology, run->planning.inputs.costs, call.elem_size, 0.0, 1.0);
     run->budget.max_hops = o.max_hops;
     run->jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
@@ -167,8 +152,11 @@ bool pick_cells(const Run &run, const CollectiveArgs &args, SizeResult *size, St
     if (run.forced != nullptr) {
         size->cells.emplace_back(run.forced);
     } else if (!run.o.all_algos) {
-        *chosen = choose_algorithm(args, run.topology, run.planning.plan, &size->choice, predictions);
+        PlanExplanation plan = plan_call(args, call_bytes(args), run.topology, run.planning.inputs);
+        *chosen = plan.status;
         if (!*chosen) return false;
+        size->choice = plan.chosen;
+        *predictions = std::move(plan.predictions);
         size->cells.emplace_back(size->choice);
     } else {
         for (const AlgorithmInfo *a : run.candidates) size->cells.emplace_back(a);
@@ -210,18 +198,20 @@ int simulate_size(const Run &run, const Network &network, const CollectiveArgs &
     // The model's figures: from the selector's own pass where it made one,
     // else predicted here, alongside the simulations.
     if (run.o.all_algos)
-        tasks.push_back(
-            [&] { chosen = choose_algorithm(args, run.topology, run.planning.plan, &size->choice, &predictions); });
+        tasks.push_back([&] {
+            PlanExplanation plan = plan_call(args, call_bytes(args), run.topology, run.planning.inputs);
+            chosen = plan.status;
+            size->choice = plan.chosen;
+            predictions = std::move(plan.predictions);
+        });
     else if (run.forced != nullptr)
         tasks.push_back([&] {
-            size->cells[0].model_us = size->cells[0].algorithm->predict_us(args, run.topology, run.planning.plan.costs);
+            size->cells[0].model_us =
+                size->cells[0].algorithm->predict_us(args, run.topology, run.planning.inputs.costs);
         });
     for (auto &w : work) tasks.push_back(std::move(w.second));
     run_all(tasks, run.jobs);
     if (run.o.all_algos && !chosen.is_ok()) size->choice = nullptr;
-    // NNPCCL_ALGO's choice comes without the model's figures.
-    if (run.forced == nullptr && predictions.empty())
-        predictions = predict_all(args, run.topology, run.planning.plan.costs);
     for (Cell &cell : size->cells)
         for (const Prediction &pr : predictions)
             if (pr.algorithm == cell.algorithm && pr.applies) cell.model_us = pr.time_us;

@@ -12,7 +12,7 @@
 
 #include "chrome_trace.hpp"
 #include "config.hpp"
-#include "planner.hpp"
+#include "planning.hpp"
 #include "sim_call.hpp"
 #include "simulator.hpp"
 #include "size_sweep.hpp"
@@ -47,7 +47,7 @@ Options parse_options(int argc, char **argv);
 
 // The planner's inputs as a communicator of this job would have them.
 struct Planning {
-    PlanOptions plan;
+    PlanningInputs inputs;
     Settings settings;
 };
 

@@ -163,10 +163,10 @@ void print_header(const Run &run) {
                 run.forced != nullptr ? ""
                 : !o.all_algos        ? "; the algorithm: the selector's choice"
                                       : "");
-    if (topology.machine().shape() == Shape::Flat && run.planning.plan.costs.host_ranks_per_core > 1)
+    if (topology.machine().shape() == Shape::Flat && run.planning.inputs.costs.host_ranks_per_core > 1)
         std::printf("# the model counts %.3g ranks per core on this host (its lockstep factor); the simulation gives "
                     "every rank a core\n",
-                    run.planning.plan.costs.host_ranks_per_core);
+                    run.planning.inputs.costs.host_ranks_per_core);
     std::printf("# time in us, algbw and busbw in GB/s; model: the cost model's prediction (ccl-bench --explain); "
                 "bound: the bus bytes at the slowest chip's injection, %g GB/s\n",
                 topology.min_injection_gbps());

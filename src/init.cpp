@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 #include "affinity.hpp"
@@ -18,9 +19,9 @@
 #include "job_hosts.hpp"
 #include "log.hpp"
 #include "ofi/ofi_transport.hpp"
+#include "planning.hpp"
 #include "reduce.hpp"
 #include "transport_choice.hpp"
-#include "tuning_file.hpp"
 
 using namespace nnpccl;
 
@@ -168,26 +169,6 @@ std::string tuning_file_entry(const std::string &path) {
     return "F" + path + "\n" + text;
 }
 
-// The tuning file's choices, from rank 0's entry; none (with a warning)
-// where it was measured for another job size or topology.
-Status take_tuning_file(nnpccl_comm &comm, std::string_view entry) {
-    if (entry.empty() || entry[0] == 'N') return Status::ok();
-    if (entry[0] == 'E') return invalid_argument("%.*s", static_cast<int>(entry.size() - 1), entry.data() + 1);
-    const size_t newline = entry.find('\n');
-    if (newline == std::string_view::npos) return internal_error("rank 0's tuning file entry has no path");
-    const std::string source = "NNPCCL_TUNING_FILE=" + std::string(entry.substr(1, newline - 1)) + " (rank 0's)";
-    TuningFile file;
-    NNPCCL_TRY(parse_tuning_file(entry.substr(newline + 1), source, &file));
-    if (file.nranks != comm.nranks || file.topology != comm.topology.name()) {
-        if (comm.rank == 0)
-            LOG_WARN("%s was measured for %d ranks on %s, not %d on %s: the model chooses", source.c_str(), file.nranks,
-                     file.topology.c_str(), comm.nranks, comm.topology.name().c_str());
-        return Status::ok();
-    }
-    comm.selector->prefer(std::make_shared<const AlgoOverride>(std::move(file.choices)));
-    return Status::ok();
-}
-
 // What the planner needs from the hosts, the same on every rank: the most
 // crowded host's ranks per core, whether any rank reaches the ranks of its
 // own host over the network (NNPCCL_TRANSPORT), rank 0's NNPCCL_TUNE and,
@@ -241,11 +222,37 @@ Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, con
     return Status::ok();
 }
 
-// The selector, on the machine and with the planning inputs every rank agreed on.
+// The facts every rank agreed on, rank 0's tuning file among them
+// (tuning_file_entry()'s "N", "E..." or "F...").
+Status agreed_planning_facts(const nnpccl_comm &comm, std::string_view root_tuning_entry, PlanningFacts *out) {
+    *out = PlanningFacts{};
+    out->costs = comm.facts.costs;
+    out->tune = comm.settings.tuning.enabled;
+    if (root_tuning_entry.empty() || root_tuning_entry[0] == 'N') return Status::ok();
+    if (root_tuning_entry[0] == 'E')
+        return invalid_argument("%.*s", static_cast<int>(root_tuning_entry.size() - 1), root_tuning_entry.data() + 1);
+    const size_t newline = root_tuning_entry.find('\n');
+    if (newline == std::string_view::npos) return internal_error("rank 0's tuning file entry has no path");
+    out->has_tuning_file = true;
+    out->tuning_file_source =
+        "NNPCCL_TUNING_FILE=" + std::string(root_tuning_entry.substr(1, newline - 1)) + " (rank 0's)";
+    out->tuning_file_text = std::string(root_tuning_entry.substr(newline + 1));
+    return Status::ok();
+}
+
+// The selector, on the machine and with the planning inputs every rank
+// agreed on; a tuning file measured for another job size or topology is
+// left to the model, with a warning.
 Status make_selector(nnpccl_comm &comm, const std::string &root_tuning_entry) {
-    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, comm.facts.costs, comm.settings.tuning.enabled,
-                                               comm.configured_algorithms);
-    return take_tuning_file(comm, root_tuning_entry);
+    PlanningFacts facts;
+    NNPCCL_TRY(agreed_planning_facts(comm, root_tuning_entry, &facts));
+    PlanningInputs inputs;
+    std::string ignored_tuning_file;
+    NNPCCL_TRY(build_planning_inputs(comm.settings, facts, comm.topology, &inputs, &ignored_tuning_file));
+    if (!ignored_tuning_file.empty() && comm.rank == 0) LOG_WARN("%s", ignored_tuning_file.c_str());
+    inputs.forced = comm.configured_algorithms;
+    comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, std::move(inputs));
+    return Status::ok();
 }
 
 // The name a host goes by in the machine model: its host name, or its

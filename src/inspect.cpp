@@ -1,17 +1,16 @@
 // include/nnpccl_inspect.h: the selector's choices and the cost model's
-// figures, read through the same Selector the communicator plans with.
+// figures, from the planning path the communicator's selector takes
+// (algorithms/planning.hpp).
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "api_support.hpp"
 #include "dtype.hpp"
 #include "host.hpp"
 #include "nnpccl_inspect.h"
+#include "planning.hpp"
 #include "reduce.hpp"
-#include "tuning_file.hpp"
 
 using namespace nnpccl;
 
@@ -70,38 +69,9 @@ Status check_root(const Call &call, int nranks) {
     return Status::ok();
 }
 
-// The choices of NNPCCL_TUNING_FILE, where it was measured for this job
-// size and topology, as a communicator would take them.
-Status prefer_tuning_file(const std::string &path, const Topology &topology, Selector *selector) {
-    if (path.empty()) return Status::ok();
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return invalid_argument("NNPCCL_TUNING_FILE=%s: cannot open it", path.c_str());
-    std::ostringstream text;
-    text << in.rdbuf();
-    TuningFile file;
-    NNPCCL_TRY(parse_tuning_file(text.str(), "NNPCCL_TUNING_FILE=" + path, &file));
-    if (file.nranks == topology.nranks() && file.topology == topology.name())
-        selector->prefer(std::make_shared<const AlgoOverride>(std::move(file.choices)));
-    return Status::ok();
-}
-
-// The cost inputs a job of `nranks` ranks on this host would agree on:
-// its ranks per core and, with NNPCCL_TUNE=1, this host's measured
-// reduction speed (else the model's fixed figures, as init.cpp explains).
-CostInputs host_costs(int nranks, bool tune) {
-    CostInputs costs;
-    if (tune) {
-        const HostReduceSpeed &speed = host_reduce_speed();
-        std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), costs.host_reduce_us_per_byte);
-    }
-    HostInfo host;
-    if (discover_host(&host) && host.cores > 0)
-        costs.host_ranks_per_core = std::max(1.0, static_cast<double>(nranks) / host.cores);
-    return costs;
-}
-
-Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nnpccl_prediction_t *predictions,
-               int capacity, int *count, nnpccl_explanation_t *out) {
+// `rules`, when not NULL, stand in for NNPCCL_ALGO.
+Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, const char *rules,
+               nnpccl_prediction_t *predictions, int capacity, int *count, nnpccl_explanation_t *out) {
     if (predictions == nullptr && capacity > 0) return invalid_argument("predictions is NULL with capacity=%d", capacity);
     if (capacity < 0) return invalid_argument("capacity=%d is negative", capacity);
     if (count == nullptr) return invalid_argument("count (the output pointer) is NULL");
@@ -111,6 +81,10 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
     NNPCCL_TRY(read_call(c, &call));
     Settings settings;
     NNPCCL_TRY(resolve_settings(nullptr, &settings));
+    if (rules != nullptr) {
+        settings.planning.algorithms = rules;
+        settings.planning.algorithms_source = "NNPCCL_ALGO";
+    }
     const std::string spec = topology_spec != nullptr ? topology_spec : "";
     Topology topology;
     const bool host_over_network = network_only(settings.transport);
@@ -121,35 +95,33 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, nn
         return invalid_argument("%s: %s", named.c_str(), loaded.message().c_str());
     }
     NNPCCL_TRY(check_root(call, topology.nranks()));
-    std::shared_ptr<const AlgoOverride> forced;
-    NNPCCL_TRY(parse_forced_algorithms(settings.planning, &forced));
     // Buffers are not read here: two NULLs are a call out of place.
     const bool no_buffers = call.send == nullptr && call.recv == nullptr;
     complete_call(&call, 0, topology.nranks(), settings.planning.chunk_bytes);
     if (no_buffers) call.in_place = false;
 
-    CostInputs costs = host_costs(topology.nranks(), settings.tuning.enabled);
-    costs.host_over_network = host_over_network;
-    Selector selector(topology, 0, costs, settings.tuning.enabled, forced);
-    NNPCCL_TRY(prefer_tuning_file(settings.planning.tuning_file, topology, &selector));
-    const Explanation e = selector.explain(call);
+    const size_t bytes = call_bytes(call);
+    PlanningFacts facts;
+    NNPCCL_TRY(local_planning_facts(settings, topology.nranks(), host_over_network, &facts));
+    PlanningInputs inputs;
+    NNPCCL_TRY(build_planning_inputs(settings, facts, topology, &inputs));
+    const PlanExplanation e = plan_call(call, bytes, topology, inputs);
     *out = nnpccl_explanation_t{};
     copy_text(out->topology, topology.name());
     out->nranks = topology.nranks();
-    out->chunk_bytes = settings.planning.chunk_bytes;
-    out->host_reduce_us_per_byte = selector.costs().host_reduce_us(call.elem_size);
-    out->ranks_per_core = selector.costs().host_ranks_per_core;
-    out->algorithms_forced = forced != nullptr ? 1 : 0;
-    out->tunes = settings.tuning.enabled && topology.nranks() > 1 && topology.machine().shape() == Shape::Flat;
+    out->chunk_bytes = e.chunk_bytes;
+    out->host_reduce_us_per_byte = inputs.costs.host_reduce_us(call.elem_size);
+    out->ranks_per_core = inputs.costs.host_ranks_per_core;
+    out->algorithms_forced = inputs.forced != nullptr ? 1 : 0;
+    out->tunes = inputs.tune && topology.nranks() > 1 && topology.machine().shape() == Shape::Flat;
     out->forced = e.forced ? 1 : 0;
     copy_text(out->chosen, e.chosen != nullptr ? e.chosen->name : "");
-    copy_text(out->error, e.error);
+    copy_text(out->error, e.status.is_ok() ? std::string() : e.status.message());
     out->injection_gbps = topology.min_injection_gbps();
     out->lower_bound_us = lower_bound_us(call, topology);
-    out->lower_bound_busbw_gbps =
-        out->lower_bound_us > 0 ? static_cast<double>(call_bytes(call)) / (out->lower_bound_us * 1e3) *
-                                      bus_bandwidth_factor(call.collective, topology.nranks())
-                                : 0;
+    out->lower_bound_busbw_gbps = out->lower_bound_us > 0 ? static_cast<double>(bytes) / (out->lower_bound_us * 1e3) *
+                                                                bus_bandwidth_factor(call.collective, topology.nranks())
+                                                          : 0;
     *count = 0;
     for (const Prediction &p : e.predictions) {
         if (*count >= capacity) break;
@@ -267,7 +239,13 @@ nnpccl_result_t nnpccl_comm_get_algorithm(nnpccl_comm_t comm, const nnpccl_call_
 nnpccl_result_t nnpccl_explain(const char *topology, int nranks, const nnpccl_call_t *call,
                                nnpccl_prediction_t *predictions, int capacity, int *count,
                                nnpccl_explanation_t *explanation) {
-    return report(nullptr, explain(topology, nranks, call, predictions, capacity, count, explanation));
+    return report(nullptr, explain(topology, nranks, call, nullptr, predictions, capacity, count, explanation));
+}
+
+nnpccl_result_t nnpccl_explain_with_rules(const char *topology, int nranks, const nnpccl_call_t *call,
+                                          const char *rules, nnpccl_prediction_t *predictions, int capacity,
+                                          int *count, nnpccl_explanation_t *explanation) {
+    return report(nullptr, explain(topology, nranks, call, rules, predictions, capacity, count, explanation));
 }
 
 } // extern "C"

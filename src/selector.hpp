@@ -24,6 +24,7 @@
 #include "algo_override.hpp"
 #include "config.hpp"
 #include "planner.hpp"
+#include "planning.hpp"
 #include "schedule_cache.hpp"
 #include "status.hpp"
 #include "topology.hpp"
@@ -43,22 +44,11 @@ struct Plan {
     bool agree_after = false;  // the caller issues the tuner's agreement behind it (the last trial)
 };
 
-// What the selector would do with a call, for tools.
-struct Explanation {
-    std::vector<Prediction> predictions; // every algorithm serving the collective, in registry order
-    const AlgorithmInfo *chosen = nullptr;
-    std::string error; // why nothing was chosen
-    bool forced = false;
-    // The algorithms the ranks would time before choosing (two or more), or none.
-    std::vector<const AlgorithmInfo *> measured;
-};
-
 class Selector {
 public:
     // Plans for this rank on `topology`, which must outlive the selector.
-    // `tune` is the communicator's agreed NNPCCL_TUNE.
-    Selector(const Topology &topology, int rank, const CostInputs &costs, bool tune,
-             std::shared_ptr<const AlgoOverride> forced);
+    // `inputs` are the ones every rank agreed on (build_planning_inputs()).
+    Selector(const Topology &topology, int rank, PlanningInputs inputs);
 
     // The plan of the next call like `args`; `collectives_issued` is how
     // many collectives the communicator numbered before it (the tuner
@@ -74,7 +64,9 @@ public:
 
     // What choose() would do with `args`, from the model's side: its
     // predictions, choice, and the algorithms the ranks would measure.
-    Explanation explain(const CollectiveArgs &args) const;
+    PlanExplanation explain(const CollectiveArgs &args) const {
+        return plan_call(args, call_bytes(args), topology_, inputs_);
+    }
     // The name of the algorithm the next call like `args` runs ("" while
     // the ranks are measuring) and how many more such calls the tuner will
     // spend measuring (an upper bound during the communicator's first
@@ -84,37 +76,25 @@ public:
 
     // Whether every call like `args` gets the same schedule from choose()
     // for as long as generation() stays: nothing is measured for it.
-    bool settled(const CollectiveArgs &args) const { return !may_tune(args); }
-    // Changes whenever the rules choose() follows do (force, prefer).
+    bool settled(const CollectiveArgs &args) const { return !may_measure(args, call_bytes(args), topology_, inputs_); }
+    // Changes whenever the rules choose() follows do (force).
     uint64_t generation() const { return generation_; }
 
     // Replaces the forced algorithms between calls, on every rank alike.
     void force(std::shared_ptr<const AlgoOverride> rules) {
-        forced_ = std::move(rules);
+        inputs_.forced = std::move(rules);
         ++generation_;
     }
-    const std::shared_ptr<const AlgoOverride> &forced() const { return forced_; }
-    // The tuning file's choices (algorithms/tuning_file.hpp), set once at
-    // init, before any call: preferred to the model and to measuring.
-    void prefer(std::shared_ptr<const AlgoOverride> rules) {
-        preferred_ = std::move(rules);
-        ++generation_;
-    }
-    const CostInputs &costs() const { return costs_; }
+    const std::shared_ptr<const AlgoOverride> &forced() const { return inputs_.forced; }
+    const CostInputs &costs() const { return inputs_.costs; }
 
 private:
-    const std::string *forced_name(const CollectiveArgs &args) const;
-    bool may_tune(const CollectiveArgs &args) const;
-    std::shared_ptr<TuningEntry> tuning_entry(const CollectiveArgs &args, uint64_t collectives_issued);
-    Status model_schedule(const CollectiveArgs &args, std::shared_ptr<const Schedule> *out);
-    PlanOptions plan_options() const;
+    std::shared_ptr<TuningEntry> tuning_entry(const CollectiveArgs &args, size_t bytes, uint64_t collectives_issued);
+    Status model_schedule(const CollectiveArgs &args, size_t bytes, std::shared_ptr<const Schedule> *out);
 
     const Topology &topology_;
     int rank_;
-    CostInputs costs_;
-    bool tune_;
-    std::shared_ptr<const AlgoOverride> forced_;
-    std::shared_ptr<const AlgoOverride> preferred_;
+    PlanningInputs inputs_;
     uint64_t generation_ = 0;
     Tuner tuner_; // the issuing thread's
 
@@ -125,9 +105,5 @@ private:
     // (collective, size class) whose choice INFO has logged; under plan_mutex_.
     std::set<std::pair<int, int>> logged_;
 };
-
-// The algorithms `planning` forces (NNPCCL_ALGO's syntax); null when none.
-// A bad token is an invalid argument naming it and where it came from.
-Status parse_forced_algorithms(const PlanningOptions &planning, std::shared_ptr<const AlgoOverride> *out);
 
 } // namespace nnpccl

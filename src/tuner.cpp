@@ -64,8 +64,10 @@ void TuningEntry::decide(const std::vector<double> &agreed) {
     decided_.store(candidates_[any ? best : 0], std::memory_order_release);
 }
 
-Tuner::Key Tuner::key_for(const CollectiveArgs &args) {
-    return {static_cast<int>(args.collective), args.elem_size, size_class(call_bytes(args))};
+Tuner::Key Tuner::key_for(const CollectiveArgs &args) { return key_for(args, call_bytes(args)); }
+
+Tuner::Key Tuner::key_for(const CollectiveArgs &args, size_t bytes) {
+    return {static_cast<int>(args.collective), args.elem_size, size_class(bytes)};
 }
 
 std::shared_ptr<TuningEntry> Tuner::find(const Key &key) const {

@@ -25,14 +25,10 @@
 #include <vector>
 
 #include "planner.hpp"
+#include "planning.hpp" // kTuningWindow
 
 namespace nnpccl {
 
-// Candidates predicted within this factor of the fastest are measured:
-// wide enough for the model's worst misses on a host with more ranks than
-// cores, where it has ranked halving-doubling at twice the ring's time and
-// seen it run faster.
-constexpr double kTuningWindow = 2.0;
 // A communicator's first collectives are left to the model: a fresh job
 // runs cold (first-touched pages, caches, the progress thread's start),
 // which would time the first trials against later ones.
@@ -120,6 +116,7 @@ class Tuner {
 public:
     using Key = std::tuple<int, size_t, int>;
     static Key key_for(const CollectiveArgs &args);
+    static Key key_for(const CollectiveArgs &args, size_t bytes); // bytes: call_bytes(args)
 
     // The entry of `key`, or null when it has none yet.
     std::shared_ptr<TuningEntry> find(const Key &key) const;

@@ -257,6 +257,15 @@ TEST_CASE("nnpccl_inspect.h: the selector's choice, forced and explained", "[mp]
         if (p.applies) CHECK(p.time_us >= e.lower_bound_us); // nothing beats the bound
     }
     CHECK(chosen == 1);
+    // A rule asked about as an argument, the environment untouched.
+    REQUIRE(nnpccl_explain_with_rules("nnpt-pod32", 32, &call, "allreduce:ring", predictions.data(),
+                                      static_cast<int>(predictions.size()), &count, &e) == NNPCCL_SUCCESS);
+    CHECK(std::string(e.chosen) == "ring");
+    CHECK(e.forced == 1);
+    CHECK(e.algorithms_forced == 1);
+    CHECK(nnpccl_explain_with_rules("nnpt-pod32", 32, &call, "allreduce:no_such_algorithm", predictions.data(),
+                                    static_cast<int>(predictions.size()), &count, &e) == NNPCCL_ERR_INVALID_ARGUMENT);
+    CHECK(mentions(nnpccl_get_last_error(nullptr), "no_such_algorithm"));
     CHECK(nnpccl_explain("no-such-machine", 4, &call, predictions.data(), count, &count, &e) ==
           NNPCCL_ERR_INVALID_ARGUMENT);
     CHECK(mentions(nnpccl_get_last_error(nullptr), "no-such-machine"));
