@@ -110,6 +110,9 @@ import select, socket, sys, time
 listeners = []
 for port in sys.argv[1:]:
     s = socket.socket()
+    # A port held a moment ago by an earlier holder may still have
+    # connections in TIME_WAIT.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", int(port)))
     s.listen(16)
     listeners.append(s)
