@@ -38,6 +38,20 @@ constexpr bool kSanitized = false;
 #else
 constexpr bool kSanitized = false;
 #endif
+// ThreadSanitizer holds an asynchronous signal back until the thread reaches
+// a point of its own choosing (a blocking call, the call's return), so a
+// handler cannot be timed to land inside a call there.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kSignalsDeferred = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kSignalsDeferred = true;
+#else
+constexpr bool kSignalsDeferred = false;
+#endif
+#else
+constexpr bool kSignalsDeferred = false;
+#endif
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -344,6 +358,10 @@ int abort_from_alarm(int rank, int nranks, const nnpccl_unique_id_t &id, bool no
 } // namespace
 
 TEST_CASE("nnpccl_comm_abort from a signal handler ends the interrupted call within a second", "[mp][abort]") {
+    if (kSignalsDeferred) {
+        WARN("left to the plain and ASan builds: ThreadSanitizer defers the signal past the call");
+        return;
+    }
     const char *transport = GENERATE("shm", "socket", "ofi");
     const bool nonblocking = GENERATE(false, true);
     CAPTURE(transport, nonblocking);
