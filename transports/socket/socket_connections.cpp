@@ -94,26 +94,28 @@ bool from_this_host(int fd) {
            getpeername(fd, reinterpret_cast<sockaddr *>(&theirs), &theirs_length) == 0 && same_address(mine, theirs);
 }
 
-unsigned char *allocate_slots(int slots, size_t slot_bytes) {
+} // namespace
+
+bool SlotPool::allocate(int slots, size_t slot_bytes) {
     // aligned_alloc wants a multiple of the alignment.
     const size_t bytes = (static_cast<size_t>(slots) * slot_bytes + 4095) & ~size_t{4095};
-    return static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
+    mem = static_cast<unsigned char *>(std::aligned_alloc(4096, bytes));
+    if (mem == nullptr) return false;
+    lent.assign(static_cast<size_t>(slots), nullptr);
+    // The first slot lent first.
+    for (int i = slots - 1; i >= 0; --i) idle.push_back(mem + static_cast<size_t>(i) * slot_bytes);
+    return true;
 }
 
-} // namespace
+SlotPool::~SlotPool() { std::free(mem); }
 
 SocketTransport::Impl::~Impl() {
     close_fd(listener);
     for (Accepted &a : accepted) close_fd(a.fd);
     for (int peer = 0; peer < nranks; ++peer)
         for (int channel = 0; channel < channels; ++channel) close_connection(peer, channel);
-    for (auto &s : sends)
-        if (s) std::free(s->mem);
     for (auto &r : recvs)
-        if (r) {
-            std::free(r->mem);
-            std::free(r->carry);
-        }
+        if (r) std::free(r->carry);
 }
 
 SendStream &SocketTransport::Impl::send_stream(int peer, int channel) {
@@ -124,8 +126,7 @@ SendStream &SocketTransport::Impl::send_stream(int peer, int channel) {
     s.peer = peer;
     s.channel = channel;
     s.ops.resize(static_cast<size_t>(slots));
-    s.mem = allocate_slots(slots, slot_bytes);
-    if (s.mem == nullptr) {
+    if (!s.slots.allocate(slots, slot_bytes)) {
         s.dead = true;
         record_error(system_error("socket: cannot allocate %zu bytes of send buffers for rank %d",
                                   static_cast<size_t>(slots) * slot_bytes, peer));
@@ -143,9 +144,9 @@ RecvStream &SocketTransport::Impl::recv_stream(int peer, int channel) {
     r.channel = channel;
     r.bytes.assign(static_cast<size_t>(slots), 0);
     r.landed.assign(static_cast<size_t>(slots), 0);
-    r.mem = allocate_slots(slots, slot_bytes);
+    const bool allocated = r.slots.allocate(slots, slot_bytes);
     r.carry = static_cast<unsigned char *>(std::aligned_alloc(kFrameAlign, kCarryBytes + kFrameAlign));
-    if (r.mem == nullptr || r.carry == nullptr) {
+    if (!allocated || r.carry == nullptr) {
         r.closed = true;
         record_error(system_error("socket: cannot allocate %zu bytes of receive buffers for rank %d",
                                   static_cast<size_t>(slots) * slot_bytes, peer));

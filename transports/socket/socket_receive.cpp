@@ -31,7 +31,7 @@ const void *SocketTransport::try_peek_recv_into(int peer, int channel, size_t *b
             // Begun into the slot while no step had asked: the rest goes to
             // the caller's buffer, and what came already follows it there.
             if (r.payload_got > header)
-                copy_bytes(dst, r.mem + (r.fill_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes + header,
+                copy_bytes(dst, r.slots.at(r.fill_seq % static_cast<uint64_t>(impl_->slots)) + header,
                            r.payload_got - header);
             r.land_to = dst;
             r.land_header = header;
@@ -50,12 +50,14 @@ const void *SocketTransport::try_peek_recv_into(int peer, int channel, size_t *b
     const size_t index = r.recv_seq % static_cast<uint64_t>(impl_->slots);
     *landed = r.landed[index] != 0;
     *bytes = r.bytes[index];
-    return r.mem + index * impl_->slot_bytes;
+    return r.slots.at(index);
 }
 
 void SocketTransport::release_recv(int peer, int channel) {
     RecvStream &r = impl_->recv_stream(peer, channel);
-    r.landed[r.recv_seq % static_cast<uint64_t>(impl_->slots)] = 0;
+    const size_t index = r.recv_seq % static_cast<uint64_t>(impl_->slots);
+    r.landed[index] = 0;
+    r.slots.give_back(index);
     ++r.recv_seq;
 }
 
@@ -75,7 +77,7 @@ void SocketTransport::Impl::close_recv(RecvStream &r) {
 // before the next place): its slot, or with a claim the caller's buffer
 // past the header.
 unsigned char *SocketTransport::Impl::region(RecvStream &r, size_t *len) {
-    unsigned char *slot = r.mem + (r.fill_seq % static_cast<uint64_t>(slots)) * slot_bytes;
+    unsigned char *slot = r.slots.at(r.fill_seq % static_cast<uint64_t>(slots));
     const size_t at = r.payload_got;
     if (r.land_to == nullptr || at < r.land_header) {
         *len = (r.land_to != nullptr ? r.land_header : r.head.bytes) - at;

@@ -22,7 +22,7 @@ void *SocketTransport::try_acquire_send(int peer, int channel, size_t /*bytes*/)
                          impl_->liveness.has_left(peer) ? " (it destroyed its communicator)"
                                                         : " (it died, aborted, or its host stopped answering)"));
     if (!impl_->error.is_ok() || s.send_seq - s.sent_seq >= static_cast<uint64_t>(impl_->slots)) return nullptr;
-    return s.mem + (s.send_seq % static_cast<uint64_t>(impl_->slots)) * impl_->slot_bytes;
+    return s.slots.at(s.send_seq % static_cast<uint64_t>(impl_->slots));
 }
 
 void SocketTransport::commit_send(int peer, int channel, size_t bytes) {
@@ -36,7 +36,7 @@ uint64_t SocketTransport::commit_send_in_place(int peer, int channel, size_t hea
     SendStream &s = impl_->send_stream(peer, channel);
     const size_t index = s.send_seq % static_cast<uint64_t>(impl_->slots);
     if (data != nullptr && !user_aligned(data)) { // see "Frames"
-        copy_bytes(s.mem + index * impl_->slot_bytes + header_bytes, data, bytes);
+        copy_bytes(s.slots.at(index) + header_bytes, data, bytes);
         header_bytes += bytes;
         data = nullptr;
     }
@@ -117,7 +117,7 @@ void SocketTransport::Impl::pump_send(SendStream &s) {
             skip = 0;
         };
         add(op.head, sizeof op.head);
-        add(s.mem + index * slot_bytes, op.header_bytes);
+        add(s.slots.at(index), op.header_bytes);
         if (op.data != nullptr) add(op.data, op.data_bytes);
         add(kZeros, tail_bytes(op.header_bytes + op.data_bytes));
         msghdr msg{};
@@ -131,6 +131,7 @@ void SocketTransport::Impl::pump_send(SendStream &s) {
         s.written += static_cast<size_t>(n);
         if (s.written < op.total()) return; // the kernel's buffer is full
         s.written = 0;
+        s.slots.give_back(index);
         ++s.sent_seq;
         count_event();
     }

@@ -42,6 +42,34 @@ inline bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == 
 // Why a connection to `peer` broke, as its error says (socket_liveness.cpp).
 std::string broken_because(int peer, int err);
 
+// A stream's slots, each big enough for its largest message, lent to the
+// messages in flight most recently returned first: while ranks run in
+// step only one or two are in use, so the same memory stays in cache and
+// the rest is never touched. A ring that turned through all of them
+// touched every slot anew on its first laps at each larger size, a page
+// fault per page (docs/performance.md, "TCP: slots reused").
+struct SlotPool {
+    unsigned char *mem = nullptr;
+    std::vector<unsigned char *> lent; // by ring index (seq % slots), while its message is in flight
+    std::vector<unsigned char *> idle; // most recently returned last
+
+    bool allocate(int slots, size_t slot_bytes);
+    ~SlotPool();
+    // The slot of the message at ring `index`, lent on first asking.
+    unsigned char *at(size_t index) {
+        unsigned char *&slot = lent[index];
+        if (slot == nullptr) {
+            slot = idle.back();
+            idle.pop_back();
+        }
+        return slot;
+    }
+    void give_back(size_t index) {
+        idle.push_back(lent[index]);
+        lent[index] = nullptr;
+    }
+};
+
 // One message of a SendStream's ring, as it goes on the wire.
 struct SendOp {
     unsigned char head[kHeadBytes] = {}; // a FrameHead, then zeros
@@ -58,7 +86,7 @@ struct SendStream {
     int fd = -1;
     bool dead = false;   // the connection failed, or was closed after a failure: nothing more goes
     bool listed = false; // in Impl::pending
-    unsigned char *mem = nullptr;
+    SlotPool slots;
     std::vector<SendOp> ops;
     uint64_t send_seq = 0; // the next message to commit
     uint64_t sent_seq = 0; // the next message to finish writing
@@ -79,7 +107,7 @@ struct RecvStream {
     // read as closed across hosts before; readable too, so a full send
     // buffer never keeps this rank from reading).
     bool connecting = false;
-    unsigned char *mem = nullptr;
+    SlotPool slots;
     std::vector<size_t> bytes;
     std::vector<char> landed;
     uint64_t recv_seq = 0; // the next message to hand out
