@@ -32,7 +32,13 @@
  * watchdog's SIGALRM during a collective): it then only marks the
  * communicator, the interrupted call returns NNPCCL_ERR_REMOTE within a
  * few milliseconds (at once if it was not waiting), and the communicator
- * is freed as that call returns. Anywhere else in a handler abort frees
+ * is freed as that call returns. A handler that fires again on that
+ * thread (a repeating timer) may abort the same handle again at any later
+ * point, during that teardown or after it: abort then takes no lock and
+ * allocates nothing, and returns NNPCCL_ERR_INVALID_USAGE (still being
+ * freed) or NNPCCL_ERR_INVALID_ARGUMENT (freed), until a new communicator
+ * is given the same address. Anywhere else in a handler (a handler that
+ * interrupted no call on comm, or runs on another thread) abort frees
  * memory and joins threads like any call, which is only safe where the
  * handler cannot have interrupted malloc or another nnpccl call: abort
  * from a thread instead (the handler can wake it). The library's own
@@ -47,11 +53,13 @@
  * affected.
  *
  * fork(): a communicator belongs to the process that created it. In a
- * child forked after init, every call on it (destroy and abort included)
- * fails with NNPCCL_ERR_INVALID_USAGE ("communicator created by pid X used
- * in pid Y"), sends nothing and frees nothing; the parent's communicator
- * and its job are unaffected. The child may create communicators of its
- * own.
+ * child forked after init, every call on it or on one of its requests
+ * (destroy, abort, wait, test and nnpccl_request_free included) fails at
+ * once with NNPCCL_ERR_INVALID_USAGE ("communicator created by pid X used
+ * in pid Y"), sends nothing, frees nothing and waits on no lock a thread
+ * of the parent held at the fork; the request stays as it was, and the
+ * parent's communicator and its job are unaffected. The child may create
+ * communicators of its own.
  */
 #ifndef NNPCCL_H
 #define NNPCCL_H
