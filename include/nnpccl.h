@@ -215,8 +215,10 @@ NNPCCL_API nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks
  *  (Open MPI), PMI_RANK/PMI_SIZE (MPICH hydra) or SLURM_PROCID/SLURM_NTASKS
  *  (srun); the root at NNPCCL_ROOT=host:port or MASTER_ADDR/MASTER_PORT.
  *  Rank 0 runs the root. When no address is set and the launcher says all
- *  ranks share this host, they meet through a private file in /tmp that
- *  rank 0 writes (with a random secret) and removes after init. The job secret comes from NNPCCL_JOB_SECRET when
+ *  ranks share this host, they meet through a private file that rank 0
+ *  writes (with a random secret) and removes after init, in
+ *  $XDG_RUNTIME_DIR or else /tmp/nnpccl-rendezvous-UID (made 0700); a
+ *  directory or file there that is not this user's alone is refused. The job secret comes from NNPCCL_JOB_SECRET when
  *  set (32 hex digits); otherwise it is derived from the launcher's job id,
  *  which guards against stray jobs but not against an attacker on the
  *  network. config->blocking = 0 works as for nnpccl_comm_init_rank: the
