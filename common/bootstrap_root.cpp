@@ -24,10 +24,16 @@ namespace {
 // so a silent port scanner cannot hold a slot.
 constexpr int kHelloGraceSec = 10;
 // At most this many connections wait for their hello at once; a newer one
-// evicts the oldest. A rank says hello as soon as it connects, so under a
-// flood of silent connections the oldest waiting one is a stranger, and
-// the root's descriptors and memory stay bounded.
+// evicts the oldest that has had kHelloChance to speak, read once more
+// first. A rank says hello as soon as it connects, so a connection silent
+// that long is a stranger; one younger may be a rank its scheduler held
+// back, and a flood must not crowd it out. When every waiting connection
+// is younger, the newcomer is on probation instead: it is read at the next
+// turn and closed if it has still said nothing. So at most twice this
+// many descriptors wait (one burst on probation), and a rank that speaks
+// within kHelloChance of connecting is never evicted.
 constexpr int kMaxConnectionsBeforeHello = 128;
+constexpr auto kHelloChance = std::chrono::seconds(1);
 // The root gives up on a set-up step this long before the earliest
 // deadline of the ranks waiting at it (their hellos say when), so that
 // they hear from it which ranks never came, rather than each time out on
@@ -51,6 +57,7 @@ struct Peer {
     std::string part;
     bool closing = false; // close once `out` is flushed
     bool said_goodbye = false;
+    bool probation = false; // accepted beyond the limit: closed unless it speaks by the next turn
 };
 
 class RootServer {
@@ -70,6 +77,11 @@ public:
 
 private:
     void accept_new();
+    // Keeps at most kMaxConnectionsBeforeHello connections waiting for
+    // their hello (see there); `evict` closes one of them.
+    void make_room();
+    void evict(Peer &p);
+    void end_probations();
     void read_from(Peer &p);
     void handle_frame(Peer &p, FrameType type, const std::string &payload);
     // Joining, in two steps: a genuine hello earns a welcome and a
@@ -169,25 +181,52 @@ void RootServer::accept_new() {
         p.peer_name = a.to_string();
         p.accepted = Clock::now();
         peers_.push_back(std::move(p));
-        int waiting = 0;
-        Peer *oldest = nullptr;
-        // A welcomed connection sent a hello under the secret and now owes
-        // only its answer: a flood of strangers never evicts it.
-        for (Peer &q : peers_)
-            if (q.fd >= 0 && q.rank < 0 && !q.welcomed && !q.closing) {
-                ++waiting;
-                if (oldest == nullptr) oldest = &q;
-            }
-        if (waiting > kMaxConnectionsBeforeHello) {
-            // Warned once: a flood would otherwise flood the log too.
-            if (evicted_++ == 0)
-                drop(*oldest, format("%d connections are waiting to say hello, the most kept; later evictions "
-                                     "are silent", kMaxConnectionsBeforeHello)
-                                  .c_str());
-            else
-                close_fd(oldest->fd);
-        }
+        // A rank says hello as it connects: it is often here already.
+        read_from(peers_.back());
+        make_room();
     }
+}
+
+namespace {
+
+bool waits_for_hello(const Peer &p) { return p.fd >= 0 && p.rank < 0 && !p.welcomed && !p.closing; }
+
+} // namespace
+
+// A welcomed connection sent a hello under the secret and now owes only
+// its answer: a flood of strangers never evicts it.
+void RootServer::make_room() {
+    int waiting = 0;
+    for (const Peer &q : peers_) waiting += waits_for_hello(q) && !q.probation ? 1 : 0;
+    if (waiting <= kMaxConnectionsBeforeHello) return;
+    const Clock::time_point now = Clock::now();
+    for (Peer &q : peers_) {
+        if (!waits_for_hello(q) || q.probation || now - q.accepted < kHelloChance) continue;
+        read_from(q); // its hello may have come since the last turn
+        if (waits_for_hello(q)) return evict(q);
+        if (--waiting <= kMaxConnectionsBeforeHello) return;
+    }
+    for (auto q = peers_.rbegin(); q != peers_.rend(); ++q)
+        if (waits_for_hello(*q) && !q->probation) {
+            q->probation = true;
+            return;
+        }
+}
+
+void RootServer::evict(Peer &p) {
+    // Warned once: a flood would otherwise flood the log too.
+    if (evicted_++ == 0)
+        drop(p, format("%d connections are waiting to say hello, the most kept; later evictions are silent",
+                       kMaxConnectionsBeforeHello)
+                    .c_str());
+    else
+        close_fd(p.fd);
+}
+
+// After a turn's reads: a connection on probation has had its turn.
+void RootServer::end_probations() {
+    for (Peer &p : peers_)
+        if (p.probation && waits_for_hello(p)) evict(p);
 }
 
 void RootServer::welcome(Peer &p, FrameType type, const std::string &payload) {
@@ -443,6 +482,7 @@ void RootServer::run() {
             if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(p);
             if (p.fd >= 0 && (fds[i].revents & POLLOUT)) flush(p);
         }
+        end_probations();
         if (can_accept) accept_new();
         for (Peer &p : peers_) flush(p);
         auto now = Clock::now();

@@ -32,7 +32,13 @@
  * watchdog's SIGALRM during a collective): it then only marks the
  * communicator, the interrupted call returns NNPCCL_ERR_REMOTE within a
  * few milliseconds (at once if it was not waiting), and the communicator
- * is freed as that call returns. Anywhere else in a handler abort frees
+ * is freed as that call returns. A handler that fires again on that
+ * thread (a repeating timer) may abort the same handle again at any later
+ * point, during that teardown or after it: abort then takes no lock and
+ * allocates nothing, and returns NNPCCL_ERR_INVALID_USAGE (still being
+ * freed) or NNPCCL_ERR_INVALID_ARGUMENT (freed), until a new communicator
+ * is given the same address. Anywhere else in a handler (a handler that
+ * interrupted no call on comm, or runs on another thread) abort frees
  * memory and joins threads like any call, which is only safe where the
  * handler cannot have interrupted malloc or another nnpccl call: abort
  * from a thread instead (the handler can wake it). The library's own
@@ -47,11 +53,13 @@
  * affected.
  *
  * fork(): a communicator belongs to the process that created it. In a
- * child forked after init, every call on it (destroy and abort included)
- * fails with NNPCCL_ERR_INVALID_USAGE ("communicator created by pid X used
- * in pid Y"), sends nothing and frees nothing; the parent's communicator
- * and its job are unaffected. The child may create communicators of its
- * own.
+ * child forked after init, every call on it or on one of its requests
+ * (destroy, abort, wait, test and nnpccl_request_free included) fails at
+ * once with NNPCCL_ERR_INVALID_USAGE ("communicator created by pid X used
+ * in pid Y"), sends nothing, frees nothing and waits on no lock a thread
+ * of the parent held at the fork; the request stays as it was, and the
+ * parent's communicator and its job are unaffected. The child may create
+ * communicators of its own.
  */
 #ifndef NNPCCL_H
 #define NNPCCL_H
@@ -207,8 +215,10 @@ NNPCCL_API nnpccl_result_t nnpccl_comm_init_rank(nnpccl_comm_t *comm, int nranks
  *  (Open MPI), PMI_RANK/PMI_SIZE (MPICH hydra) or SLURM_PROCID/SLURM_NTASKS
  *  (srun); the root at NNPCCL_ROOT=host:port or MASTER_ADDR/MASTER_PORT.
  *  Rank 0 runs the root. When no address is set and the launcher says all
- *  ranks share this host, they meet through a private file in /tmp that
- *  rank 0 writes (with a random secret) and removes after init. The job secret comes from NNPCCL_JOB_SECRET when
+ *  ranks share this host, they meet through a private file that rank 0
+ *  writes (with a random secret) and removes after init, in
+ *  $XDG_RUNTIME_DIR or else /tmp/nnpccl-rendezvous-UID (made 0700); a
+ *  directory or file there that is not this user's alone is refused. The job secret comes from NNPCCL_JOB_SECRET when
  *  set (32 hex digits); otherwise it is derived from the launcher's job id,
  *  which guards against stray jobs but not against an attacker on the
  *  network. config->blocking = 0 works as for nnpccl_comm_init_rank: the

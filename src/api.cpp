@@ -3,6 +3,7 @@
 // effect and leaves the communicator usable), then the call goes to the
 // communicator. Init and the communicator's lifecycle are in api_lifecycle.cpp.
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -31,6 +32,10 @@ using namespace nnpccl;
 struct nnpccl_request {
     std::shared_ptr<Operation> op;
     nnpccl_comm *comm;
+    // Its communicator's creator, kept here: the communicator may be freed
+    // before the request, and a fork's child must refuse the request
+    // without reading it (see used_after_fork).
+    pid_t creator_pid;
 };
 
 namespace {
@@ -59,6 +64,9 @@ public:
         if (fn(*r)) live_.erase(r);
         return true;
     }
+    // Held across fork(), as LiveComms' lock is (api_support.cpp).
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_after_fork() { mutex_.unlock(); }
 
 private:
     std::mutex mutex_;
@@ -68,6 +76,27 @@ private:
 LiveRequests &live_requests() {
     static LiveRequests *registry = new LiveRequests; // never destroyed: requests may be waited at exit
     return *registry;
+}
+
+struct RequestsForkWatch {
+    RequestsForkWatch() {
+        pthread_atfork([] { live_requests().lock_for_fork(); }, [] { live_requests().unlock_after_fork(); },
+                       [] { live_requests().unlock_after_fork(); });
+    }
+} requests_fork_watch;
+
+// A live request of a communicator made before a fork of this process:
+// in the child it stays live and untouched (its operation is the
+// parent's engine's), and every call on it is refused. Otherwise, when
+// `take`, it is no longer live.
+enum class Found { NotLive, Forked, Taken };
+Found find_request(nnpccl_request *request, bool take) {
+    Found found = Found::NotLive;
+    live_requests().peek(request, [&](const nnpccl_request &r) {
+        found = made_before_fork(r.creator_pid) ? Found::Forked : Found::Taken;
+        return found == Found::Taken && take;
+    });
+    return found;
 }
 
 Status not_a_request() {
@@ -260,7 +289,7 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
     // The handle is made and registered before the operation starts: an
     // allocation that fails afterwards would leave it running on buffers
     // the caller was told it may reuse.
-    auto made = std::make_unique<nnpccl_request>(nnpccl_request{nullptr, comm});
+    auto made = std::make_unique<nnpccl_request>(nnpccl_request{nullptr, comm, comm->creator_pid});
     live_requests().add(made.get());
     // Out of the registry again if start fails, by error or by exception.
     struct Unregister {
@@ -305,7 +334,10 @@ nnpccl_result_t run_blocking(nnpccl_comm *comm, Call &&call) {
 nnpccl_result_t run_nonblocking(nnpccl_comm *comm, Call &&call, nnpccl_request_t *request) {
     if (request != nullptr) *request = nullptr;
     CallGuard guard(comm);
-    if (request == nullptr) return report(guard.held() ? comm : nullptr, invalid_argument("request is NULL"));
+    if (request == nullptr) {
+        if (guard.held() && used_after_fork(comm)) return report_forked(comm);
+        return report(guard.held() ? comm : nullptr, invalid_argument("request is NULL"));
+    }
     return run(comm, guard, call, request);
 }
 
@@ -425,12 +457,13 @@ nnpccl_result_t nnpccl_ibarrier(nnpccl_comm_t comm, nnpccl_request_t *request) {
 
 nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
-    if (!live_requests().take(request)) return report(nullptr, not_a_request());
+    switch (find_request(request, true)) {
+    case Found::NotLive: return report(nullptr, not_a_request());
+    case Found::Forked: return report_forked(request->creator_pid);
+    case Found::Taken: break;
+    }
     std::unique_ptr<nnpccl_request> owned(request);
     CallGuard guard(owned->comm);
-    // In a fork's child the request stays as it was: its operation belongs
-    // to the parent's engine.
-    if (guard.held() && used_after_fork(owned->comm)) return report_forked(owned.release()->comm);
     // Destroy and abort finish every operation before they free the communicator.
     if (!guard.held())
         return report(nullptr, owned->op->done.load(std::memory_order_acquire)
@@ -443,16 +476,17 @@ nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
 nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
     nnpccl_comm *asked = nullptr;
-    bool finished = false;
+    bool finished = false, forked = false;
     // With done NULL the request stays live: the error changes nothing.
     const bool live = live_requests().peek(request, [&](const nnpccl_request &r) {
+        forked = made_before_fork(r.creator_pid);
         asked = r.comm;
-        finished = r.op->done.load(std::memory_order_acquire);
+        finished = !forked && r.op->done.load(std::memory_order_acquire);
         return finished && done != nullptr;
     });
     if (!live) return report(nullptr, not_a_request());
+    if (forked) return report_forked(request->creator_pid);
     CallGuard guard(asked);
-    if (guard.held() && used_after_fork(asked)) return report_forked(asked);
     nnpccl_comm *comm = guard.held() ? asked : nullptr;
     if (done == nullptr) return report(comm, invalid_argument("done (the output pointer) is NULL"));
     *done = finished ? 1 : 0;
@@ -463,11 +497,11 @@ nnpccl_result_t nnpccl_test(nnpccl_request_t request, int *done) {
 
 nnpccl_result_t nnpccl_request_free(nnpccl_request_t request) {
     if (request == nullptr) return report(nullptr, invalid_argument("request is NULL"));
-    if (!live_requests().take(request)) return report(nullptr, not_a_request());
-    {
-        // Freed in a fork's child, its operation would go back to the parent's pools: kept as it is.
-        CallGuard guard(request->comm);
-        if (guard.held() && used_after_fork(request->comm)) return report_forked(request->comm);
+    switch (find_request(request, true)) {
+    case Found::NotLive: return report(nullptr, not_a_request());
+    // Freed in a fork's child, its operation would go back to the parent's pools: kept as it is.
+    case Found::Forked: return report_forked(request->creator_pid);
+    case Found::Taken: break;
     }
     delete request;
     return NNPCCL_SUCCESS;

@@ -149,7 +149,7 @@ const char *nnpccl_get_error_string(nnpccl_result_t result) {
 
 const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     CallGuard guard(comm);
-    if (!guard.held() || used_after_fork(comm)) return thread_last_error().c_str();
+    if (!guard.held() || used_after_fork(comm)) return thread_last_error();
     std::lock_guard<std::mutex> lock(comm->error_mutex);
     // Copied here, not by the init's thread, so that a string handed out
     // earlier does not change under its reader.
@@ -158,7 +158,7 @@ const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     // Aborted by a signal handler meanwhile, the communicator is freed as this call returns.
     if (t_live_slot != nullptr && t_live_slot->abort_on_return.load(std::memory_order_relaxed) == comm) {
         if (!comm->last_error.empty()) report(nullptr, Status(NNPCCL_ERR_REMOTE, comm->last_error));
-        return thread_last_error().c_str();
+        return thread_last_error();
     }
     return comm->last_error.c_str();
 }
@@ -235,6 +235,7 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
 
 nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
     if (abort_from_interrupted_call(comm)) return NNPCCL_SUCCESS;
+    if (nnpccl_result_t refused; refuse_repeated_handler_abort(comm, &refused)) return refused;
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     if (used_after_fork(comm)) return report_forked(comm);

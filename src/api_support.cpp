@@ -11,36 +11,56 @@ namespace nnpccl {
 namespace {
 
 thread_local std::string t_last_error;
+// When set, this thread's last error instead of t_last_error: a static
+// text a signal handler's call reported (a plain thread-local pointer, so
+// that setting it neither allocates nor runs a thread_local's guard).
+__thread const char *t_static_error = nullptr;
+
+void set_thread_error(const std::string &message) {
+    t_static_error = nullptr;
+    t_last_error = message;
+}
 
 } // namespace
 
 nnpccl_result_t report(nnpccl_comm *comm, const Status &st) {
     if (!st.is_ok()) {
         if (comm != nullptr) comm->set_last_error(st.message());
-        else t_last_error = st.message();
+        else
+            set_thread_error(st.message());
     }
     return st.code();
 }
 
-const std::string &thread_last_error() { return t_last_error; }
+const char *thread_last_error() { return t_static_error != nullptr ? t_static_error : t_last_error.c_str(); }
+
+nnpccl_result_t report_static(nnpccl_result_t code, const char *text) {
+    t_static_error = text;
+    return code;
+}
 
 std::atomic<pid_t> g_process_id{getpid()};
 
 namespace {
 
-// Registered once as the library loads; the child's handler only stores.
+// Registered once as the library loads. The registry's lock is held
+// across the fork, so the child's copy is free and the registry whole.
 struct ForkWatch {
     ForkWatch() {
-        pthread_atfork(nullptr, nullptr, [] { g_process_id.store(getpid(), std::memory_order_relaxed); });
+        pthread_atfork([] { live_comms().lock_for_fork(); }, [] { live_comms().unlock_after_fork(); },
+                       [] {
+                           g_process_id.store(getpid(), std::memory_order_relaxed);
+                           live_comms().unlock_after_fork();
+                       });
     }
 } fork_watch;
 
 } // namespace
 
-nnpccl_result_t report_forked(const nnpccl_comm *comm) {
-    t_last_error = format("communicator created by pid %d used in pid %d; communicators do not survive fork(): the "
-                          "child must create its own (the parent's is unaffected)",
-                          static_cast<int>(comm->creator_pid), static_cast<int>(getpid()));
+nnpccl_result_t report_forked(pid_t creator) {
+    set_thread_error(format("communicator created by pid %d used in pid %d; communicators do not survive fork(): the "
+                            "child must create its own (the parent's is unaffected)",
+                            static_cast<int>(creator), static_cast<int>(getpid())));
     return NNPCCL_ERR_INVALID_USAGE;
 }
 
@@ -56,6 +76,7 @@ struct SlotClaim {
         if (slot == nullptr) return;
         t_live_slot = nullptr;
         slot->known = nullptr;
+        slot->aborted_by_handler.store(nullptr, std::memory_order_relaxed);
         slot->taken.store(false, std::memory_order_release);
     }
 };
@@ -92,6 +113,12 @@ LiveComms::Slot &LiveComms::claim_slot() {
 void LiveComms::hold_fence() const { fence_.light(); }
 
 void LiveComms::add(nnpccl_comm *comm) {
+    // A handler's abort of a communicator freed at this address is no
+    // longer about this one.
+    for (Slot *s = slots_.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+        const nnpccl_comm *freed = comm;
+        s->aborted_by_handler.compare_exchange_strong(freed, nullptr, std::memory_order_relaxed);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     live_.insert(comm);
 }
@@ -157,7 +184,11 @@ bool abort_from_interrupted_call(nnpccl_comm *comm) {
     if (comm == nullptr || slot == nullptr || slot->held.load(std::memory_order_relaxed) != comm) return false;
     // Held by this thread, so live. A destroy or abort already under way
     // frees it itself; this only makes its waits end.
-    if (!comm->closing.exchange(true)) slot->abort_on_return.store(comm, std::memory_order_relaxed);
+    if (!comm->closing.exchange(true)) {
+        slot->handler_abort_freed.store(false, std::memory_order_relaxed);
+        slot->aborted_by_handler.store(comm, std::memory_order_relaxed);
+        slot->abort_on_return.store(comm, std::memory_order_relaxed);
+    }
     switch (comm->init_state.load(std::memory_order_acquire)) {
     case nnpccl_comm::InitState::Running: comm->init_stop.raise(); break;
     case nnpccl_comm::InitState::Ready: comm->engine->request_abort(); break;
@@ -177,9 +208,23 @@ void finish_abort_on_return(LiveComms::Slot &slot) {
     // nnpccl_get_last_error(NULL), or with the stale handle, tells it.
     {
         std::lock_guard<std::mutex> lock(comm->error_mutex);
-        if (!comm->last_error.empty()) t_last_error = comm->last_error;
+        if (!comm->last_error.empty()) set_thread_error(comm->last_error);
     }
     free_comm(comm);
+    slot.handler_abort_freed.store(true, std::memory_order_relaxed);
+}
+
+bool refuse_repeated_handler_abort(const nnpccl_comm *comm, nnpccl_result_t *result) {
+    const LiveComms::Slot *slot = t_live_slot;
+    if (comm == nullptr || slot == nullptr || slot->aborted_by_handler.load(std::memory_order_relaxed) != comm)
+        return false;
+    *result = slot->handler_abort_freed.load(std::memory_order_relaxed)
+                  ? report_static(NNPCCL_ERR_INVALID_ARGUMENT,
+                                  "comm was aborted by a signal handler and freed as the call it interrupted returned")
+                  : report_static(NNPCCL_ERR_INVALID_USAGE,
+                                  "comm is already being aborted (by a signal handler, as the call it interrupted "
+                                  "returns)");
+    return true;
 }
 
 Status not_ready(const nnpccl_comm *comm) {

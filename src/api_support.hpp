@@ -27,15 +27,20 @@ extern std::atomic<pid_t> g_process_id;
 inline bool used_after_fork(const nnpccl_comm *comm) {
     return comm->creator_pid != g_process_id.load(std::memory_order_relaxed);
 }
+inline bool made_before_fork(pid_t creator) { return creator != g_process_id.load(std::memory_order_relaxed); }
 // NNPCCL_ERR_INVALID_USAGE naming both processes, reported as this
 // thread's last error (never the communicator's: see above).
-nnpccl_result_t report_forked(const nnpccl_comm *comm);
+nnpccl_result_t report_forked(pid_t creator);
+inline nnpccl_result_t report_forked(const nnpccl_comm *comm) { return report_forked(comm->creator_pid); }
 
 // Returns st's code; a failure's message goes to the communicator, or to
 // this thread's last error when there is none.
 nnpccl_result_t report(nnpccl_comm *comm, const Status &st);
 // This thread's last error of a call that had no communicator.
-const std::string &thread_last_error();
+const char *thread_last_error();
+// Sets it to a static text without allocating: what a signal handler's
+// abort reports (see LiveComms::Slot::aborted_by_handler).
+nnpccl_result_t report_static(nnpccl_result_t code, const char *text);
 
 #define NNPCCL_TRY_REPORT(comm, expr)                                                                             \
     do {                                                                                                          \
@@ -99,6 +104,15 @@ public:
         // this thread's call on that communicator: the call frees it as it
         // returns (CallGuard).
         std::atomic<nnpccl_comm *> abort_on_return{nullptr};
+        // The communicator such an abort marked, kept (compared, never
+        // read through) after the call freed it, until a new communicator
+        // takes its address (add()): a handler that fires again, during
+        // that teardown or after it (a repeating timer), aborts it again
+        // and must then be refused without a lock or an allocation, since
+        // the thread it interrupted may hold either. `handler_abort_freed`
+        // says whether the free has happened.
+        std::atomic<const nnpccl_comm *> aborted_by_handler{nullptr};
+        std::atomic<bool> handler_abort_freed{false};
     };
 
 private:
@@ -108,6 +122,14 @@ private:
     void hold_fence() const;
     bool held_anywhere(const nnpccl_comm *comm) const;
 
+public:
+    // Held across fork() (pthread_atfork), so that a fork's child finds the
+    // registry whole and its lock free whatever the parent's threads were
+    // doing: every call in the child looks its handle up before refusing it.
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_after_fork() { mutex_.unlock(); }
+
+private:
     std::mutex mutex_;
     std::unordered_set<const nnpccl_comm *> live_; // under mutex_
     std::atomic<uint64_t> removals_{0};
@@ -187,6 +209,10 @@ void stop_init(nnpccl_comm *comm);
 // within a sleep slice); the call frees it as it returns. False, doing
 // nothing, when this thread holds no call on `comm`.
 bool abort_from_interrupted_call(nnpccl_comm *comm);
+// nnpccl_comm_abort of a communicator that a handler's abort on this
+// thread marked earlier (it is being freed, or was): refused, with only
+// async-signal-safe steps, into *result. False when that is not the case.
+bool refuse_repeated_handler_abort(const nnpccl_comm *comm, nnpccl_result_t *result);
 // The rest of that abort, once the interrupted call has let go of it.
 void finish_abort_on_return(LiveComms::Slot &slot);
 

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,18 @@ Status check_job_is_told_apart(const LaunchEnv &env) {
         env.size, env.size, static_cast<int>(getppid()));
 }
 
+// Where the one-host rendezvous files go: a directory only this user can
+// enter, so that no other user can create, replace or even see a file
+// whose name anyone could compute (without a secret, the name is keyed by
+// the parent's pid and the launcher's variables alone).
+// $XDG_RUNTIME_DIR when set (the login session's own, 0700), else a
+// directory of ours under /tmp; take_file() makes and checks it.
+std::string rendezvous_directory() {
+    const std::string runtime = env_string("XDG_RUNTIME_DIR");
+    if (!runtime.empty() && runtime[0] == '/') return runtime;
+    return format("/tmp/nnpccl-rendezvous-%u", static_cast<unsigned>(getuid()));
+}
+
 // Names the one-host rendezvous file after everything the job's ranks
 // share that another job started beside it may not: the user, the parent
 // process (a launcher starts each job's ranks from a process of its own),
@@ -134,8 +147,8 @@ void key_rendezvous(const JobSecret &secret_or_zero, LaunchEnv *env) {
     const std::string for_name = "nnpccl rendezvous name|" + material, for_key = "nnpccl rendezvous key|" + material;
     const uint64_t name = siphash24(secret_or_zero, for_name.data(), for_name.size());
     env->rendezvous_key = siphash24(secret_or_zero, for_key.data(), for_key.size());
-    env->rendezvous_file =
-        format("/tmp/nnpccl-%u-%016llx.id", static_cast<unsigned>(getuid()), static_cast<unsigned long long>(name));
+    env->rendezvous_file = format("%s/nnpccl-%u-%016llx.id", rendezvous_directory().c_str(),
+                                  static_cast<unsigned>(getuid()), static_cast<unsigned long long>(name));
 }
 
 } // namespace
@@ -300,11 +313,53 @@ Status two_jobs_meet(const LaunchEnv &env, const char *what, pid_t holder) {
                          what, env.rendezvous_file.c_str(), static_cast<int>(holder), env.rendezvous_keyed_by.c_str());
 }
 
+Status link_into_place(const LaunchEnv &env, const std::string &path, const void *bytes, size_t size, const char *what);
+
+// Opens the directory of `path`, made if missing, for a lock on it; -1
+// with *error set when it is not a directory private to this user (a
+// symbolic link, another user's, or open to others): a file there could
+// be replaced under the ranks.
+int open_private_directory(const std::string &path, Status *error) {
+    const std::string dir = path.substr(0, path.rfind('/'));
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        *error = errno_error("creating the rendezvous directory " + dir);
+        return -1;
+    }
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat info {};
+    if (fd < 0 || fstat(fd, &info) != 0 || info.st_uid != getuid() || (info.st_mode & 077) != 0) {
+        *error = invalid_usage("the rendezvous directory %s is not a directory private to this user (%s): remove "
+                               "it, or set XDG_RUNTIME_DIR to a directory of this user's that only it can enter",
+                               dir.c_str(),
+                               fd < 0 ? std::strerror(errno)
+                                      : format("owner uid %u, mode %03o", static_cast<unsigned>(info.st_uid),
+                                               static_cast<unsigned>(info.st_mode & 0777))
+                                            .c_str());
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 // Writes `bytes` to `path` if no live process holds it: through a private
 // temporary file linked into place, so that readers see all or nothing
 // and two writers cannot both succeed. A file whose writer has ended is a
-// dead job's and is replaced.
+// dead job's and is replaced, under a lock on the directory: two ranks
+// that find the same dead file at once (two jobs, or a job restarted by
+// two launchers) would otherwise each remove it, the later one removing
+// the earlier one's fresh file, and both go on as its holder.
 Status take_file(const LaunchEnv &env, const std::string &path, const void *bytes, size_t size, const char *what) {
+    Status refused;
+    const int dir = open_private_directory(path, &refused);
+    if (dir < 0) return refused;
+    flock(dir, LOCK_EX);
+    Status st = link_into_place(env, path, bytes, size, what);
+    close(dir); // and with it the lock
+    return st;
+}
+
+Status link_into_place(const LaunchEnv &env, const std::string &path, const void *bytes, size_t size,
+                       const char *what) {
     const std::string tmp = path + ".tmp" + std::to_string(getpid());
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return errno_error("creating the rendezvous file " + tmp);

@@ -178,9 +178,10 @@ done
 # outlive a few seconds count.
 left=
 for _ in 1 2 3 4 5; do
-    left=$(find /tmp/. ! -name . -prune -name "nnpccl-$(id -u)-*" -newer "$marker" -print)
+    left=$(find "${XDG_RUNTIME_DIR:-/tmp/nnpccl-rendezvous-$(id -u)}/." ! -name . -prune -name "nnpccl-$(id -u)-*" \
+        -newer "$marker" -print 2>/dev/null)
     [ -z "$left" ] && break
     sleep 1
 done
-[ -z "$left" ] || { echo "FAILED: rendezvous files left in /tmp: $left"; failed=1; }
+[ -z "$left" ] || { echo "FAILED: rendezvous files left behind: $left"; failed=1; }
 exit "$failed"

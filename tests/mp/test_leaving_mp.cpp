@@ -148,6 +148,42 @@ TEST_CASE("a rank with unmatched pending work destroys promptly once its peer ha
     unsetenv("NNPCCL_TRANSPORT");
 }
 
+TEST_CASE("a rank that leaves is heard of promptly by a peer it never exchanged a message with", "[mp][leaving]") {
+    // Rank 2 talks to rank 1 only, then destroys its communicator while
+    // rank 0 waits to receive from it: rank 0 had no stream to rank 2 (over
+    // ofi, no connection either) and must still hear of the leaving.
+    const char *transport = GENERATE("shm", "socket", "ofi");
+    CAPTURE(transport);
+    setenv("NNPCCL_TRANSPORT", transport, 1);
+    CHECK(run_local_ranks(3, [](int rank, int nranks, const nnpccl_unique_id_t &id) {
+              nnpccl_comm_t comm = join_job(rank, nranks, id, 10);
+              if (comm == nullptr) return 1;
+              std::vector<float> buf(256, 1.0f);
+              if (rank == 2) {
+                  if (nnpccl_send(buf.data(), buf.size(), NNPCCL_FLOAT32, 1, comm) != NNPCCL_SUCCESS) return 1;
+                  usleep(300000); // rank 0 is waiting by now
+                  return nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS ? 0 : 1;
+              }
+              if (rank == 1) {
+                  if (nnpccl_recv(buf.data(), buf.size(), NNPCCL_FLOAT32, 2, comm) != NNPCCL_SUCCESS) return 1;
+                  if (nnpccl_send(buf.data(), buf.size(), NNPCCL_FLOAT32, 0, comm) != NNPCCL_SUCCESS) return 1;
+                  return nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS ? 0 : 1;
+              }
+              if (nnpccl_recv(buf.data(), buf.size(), NNPCCL_FLOAT32, 1, comm) != NNPCCL_SUCCESS) return 1;
+              const auto t0 = std::chrono::steady_clock::now();
+              const nnpccl_result_t rc = nnpccl_recv(buf.data(), buf.size(), NNPCCL_FLOAT32, 2, comm);
+              const double seconds = seconds_since(t0);
+              const std::string message = nnpccl_get_last_error(comm);
+              const bool ok =
+                  rc == NNPCCL_ERR_REMOTE && seconds < 3 && message.find("rank 2 has left") != std::string::npos;
+              std::fprintf(stderr, "rank 0: recv from rank 2: %s after %.2f s: %s%s\n", nnpccl_get_error_string(rc),
+                           seconds, message.c_str(), ok ? "" : " (FAILED)");
+              nnpccl_comm_abort(comm);
+              return ok ? 0 : 1;
+          }) == 0);
+    unsetenv("NNPCCL_TRANSPORT");
+}
+
 namespace {
 
 // This process's address space in bytes (VmSize), or 0.

@@ -297,3 +297,47 @@ TEST_CASE("a hello recorded during a live init and sent again is refused, and th
     stop_service(root, root_alive);
     check_refused(outcome, read_file(dir / "root1.log"));
 }
+
+TEST_CASE("a rank slow to say hello is not crowded out by a flood of silent connections", "[mp][bootstrap]") {
+    // The rank's connection is taken, then 200 silent ones arrive at once
+    // before its hello: more than the 128 the root keeps waiting. The
+    // rank had less than a second to speak, so the flood is refused
+    // instead, and the hello, when it comes, is welcomed.
+    ScratchDir dir;
+    JobSecret secret;
+    REQUIRE(random_secret(&secret).is_ok());
+    uint16_t root_port = 0;
+    int root_alive = -1;
+    const pid_t root = start_root(secret, dir / "root1.log", &root_port, &root_alive);
+    REQUIRE(root_port != 0);
+    SockAddr at = loopback_any_port();
+    at.set_port(root_port);
+    auto connect_to_root = [&at] {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        REQUIRE(connect(fd, reinterpret_cast<const sockaddr *>(&at.storage), at.length) == 0);
+        return fd;
+    };
+    const int slow = connect_to_root();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<int> flood;
+    for (int i = 0; i < 200; ++i) flood.push_back(connect_to_root());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Hello hello;
+    REQUIRE(make_hello(secret, 0, 2, 20000, &hello).is_ok());
+    const std::string frame = encode_frame(FrameType::Hello, &hello, sizeof hello);
+    REQUIRE(write(slow, frame.data(), frame.size()) == static_cast<ssize_t>(frame.size()));
+    FrameHeader h{};
+    pollfd p{slow, POLLIN, 0};
+    const bool answered = poll(&p, 1, 3000) == 1 && read(slow, &h, sizeof h) == static_cast<ssize_t>(sizeof h);
+    CHECK(answered);
+    CHECK(h.type == static_cast<uint32_t>(FrameType::Welcome));
+    int refused = 0;
+    for (int fd : flood) {
+        char byte;
+        refused += recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
+        close(fd);
+    }
+    CHECK(refused >= 200 - 128);
+    close(slow);
+    stop_service(root, root_alive);
+}

@@ -69,7 +69,7 @@ bool SocketTransport::Impl::connected(int peer) const {
     return false;
 }
 
-// On every connection this rank opened, each of which its peer reads in
+// On every connection this rank has, each of which its peer reads in
 // order: so a peer that reads a closed connection without a farewell in
 // front of the end knows this rank died. A peer this rank never sent to is
 // not waiting for it either.
@@ -80,6 +80,10 @@ bool SocketTransport::Impl::connected(int peer) const {
 // this rank has not read (a sign of life) resets the connection, which
 // would drop whatever of this rank's was still unsent.
 void SocketTransport::Impl::farewell(const Deadline &deadline) {
+    // A connection a lower rank opened that this rank has not taken yet is
+    // a peer waiting for it: taken now, it hears the farewell rather than
+    // a reset, which would read as this rank's death.
+    accept_pending();
     for (auto &s : sends)
         if (s && !s->dead && s->fd >= 0) {
             append_frame(&s->control, kFarewell, nullptr, 0);
