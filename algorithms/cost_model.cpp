@@ -80,10 +80,21 @@ double host_lockstep(const Topology &t, const CostInputs &inputs, double us) {
 
 int tracing_stride(int nranks) { return nranks > kTracedSources ? (nranks + kTracedSources - 1) / kTracedSources : 1; }
 
+int tracing_stride(int nranks, double fanout) {
+    int stride = tracing_stride(nranks);
+    const double most = kTracedFlows * std::min(1.0, static_cast<double>(kTracedSources) / nranks);
+    while (stride < nranks && (nranks + stride - 1) / stride * fanout > most) stride *= 2;
+    return stride;
+}
+
+// A counting sort, stable: O(flows + sources).
 std::vector<size_t> by_source(const std::vector<Flow> &flows) {
-    std::vector<size_t> order(flows.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return flows[a].from < flows[b].from; });
+    int sources = 0;
+    for (const Flow &f : flows) sources = std::max(sources, f.from + 1);
+    std::vector<size_t> start(static_cast<size_t>(sources) + 1, 0), order(flows.size());
+    for (const Flow &f : flows) ++start[static_cast<size_t>(f.from) + 1];
+    for (size_t s = 1; s < start.size(); ++s) start[s] += start[s - 1];
+    for (size_t i = 0; i < flows.size(); ++i) order[start[static_cast<size_t>(flows[i].from)]++] = i;
     return order;
 }
 
@@ -92,8 +103,7 @@ FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const Rou
     const int p = t.nranks(), stride = tracing_stride(p);
     std::vector<double> out(static_cast<size_t>(p), 0), in(static_cast<size_t>(p), 0);
     std::vector<double> load(t.machine().links().size(), 0);
-    std::vector<Route> row;
-    int row_source = -1;
+    RouteCursor routes(t.machine());
     for (size_t i : by_source(flows)) {
         const Flow &f = flows[i];
         if (f.from == f.to) continue;
@@ -101,21 +111,16 @@ FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const Rou
         in[static_cast<size_t>(f.to)] += f.bytes;
         if (f.from % stride != 0) continue;
         const Route *r = traced != nullptr ? traced->find(f.from, f.to) : nullptr;
-        if (r == nullptr) {
-            if (f.from != row_source) {
-                row = t.machine().routes_from(t.chip_of(f.from));
-                row_source = f.from;
-            }
-            r = &row[static_cast<size_t>(t.chip_of(f.to))];
-        }
+        if (r == nullptr) r = &routes.route(t.chip_of(f.from), t.chip_of(f.to));
         if (!r->reachable) return {kInfinity, kInfinity};
         for (int link : r->links) load[static_cast<size_t>(link)] += f.bytes;
         cost.transfer_us = std::max(cost.transfer_us, us_for(f.bytes, r->gbps));
         cost.latency_us = std::max(cost.latency_us, r->latency_us);
     }
-    for (int r = 0; r < p; ++r)
-        cost.transfer_us = std::max({cost.transfer_us, us_for(out[static_cast<size_t>(r)], t.injection_gbps(r)),
-                                     us_for(in[static_cast<size_t>(r)], t.injection_gbps(r))});
+    for (int r = 0; r < p; ++r) {
+        const double most = std::max(out[static_cast<size_t>(r)], in[static_cast<size_t>(r)]);
+        if (most > 0) cost.transfer_us = std::max(cost.transfer_us, us_for(most, t.injection_gbps(r)));
+    }
     const std::vector<Link> &links = t.machine().links();
     for (size_t l = 0; l < links.size(); ++l) cost.transfer_us = std::max(cost.transfer_us, us_for(load[l], links[l].gbps));
     return cost;

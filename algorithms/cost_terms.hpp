@@ -3,6 +3,7 @@
 // are µs; 1 GB/s is 1e3 bytes per µs.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -17,8 +18,14 @@ namespace nnpccl {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Ranks up to which every transfer's route is traced (nnpt-pod1024 is
-// 1024; a route search is one Dijkstra over the machine's links).
+// 1024; a route is closed form on a torus or ring, elsewhere one Dijkstra
+// over the machine's links per source).
 constexpr int kTracedSources = 1024;
+// The most transfers a round that sends from every rank to many traces up
+// to kTracedSources ranks (direct's p(p-1) on nnpt-pod1024, 1,047,552,
+// fits); beyond, that many times kTracedSources / p, as routes grow longer
+// with the machine and each is walked hop by hop.
+constexpr double kTracedFlows = 1 << 20;
 // The 2D torus simulation runs up to this many full slices on the busiest
 // channel (the others in proportion) and extrapolates the rest (full
 // slices repeat).
@@ -51,32 +58,47 @@ struct Flow {
 // whose link loads then stand for the whole (contention among the others
 // is missed: an underestimate, as the sample is not scaled up).
 int tracing_stride(int nranks);
+// The same for a round in which each rank sends to `fanout` others: a
+// multiple of tracing_stride(nranks), coarser where the traced sources
+// would send more than kTracedFlows allows. A prediction may leave the other
+// sources' transfers out of such a round: concurrent() would skip their
+// routes, and their ports' loads are those of the traced ones.
+int tracing_stride(int nranks, double fanout);
 // The flows' indices grouped by source, sources ascending.
 std::vector<size_t> by_source(const std::vector<Flow> &flows);
 
 // Routes kept for one prediction: an algorithm of several rounds traces
 // every round's transfers at once, so that each source is searched once,
-// and keeps only the routes it will ask for.
+// and keeps only the routes it will ask for. With closed-form routes
+// (Machine::closed_form_routes) it keeps only which pairs were traced and
+// walks a route when asked: a route found is then good until the next
+// find().
 class RouteTable {
 public:
-    explicit RouteTable(const Topology &t) : t_(t) {}
+    explicit RouteTable(const Topology &t) : t_(t), closed_form_(t.machine().closed_form_routes()) {}
 
     void trace(const std::vector<Flow> &flows) {
         const int stride = tracing_stride(t_.nranks());
-        const std::vector<size_t> order = by_source(flows);
-        std::vector<Route> row;
-        int row_source = -1;
-        for (size_t i : order) {
+        if (closed_form_) {
+            for (const Flow &f : flows)
+                if (f.from != f.to && f.from % stride == 0) pairs_.push_back(key(f.from, f.to));
+            std::sort(pairs_.begin(), pairs_.end());
+            pairs_.erase(std::unique(pairs_.begin(), pairs_.end()), pairs_.end());
+            return;
+        }
+        RouteCursor routes(t_.machine());
+        for (size_t i : by_source(flows)) {
             const Flow &f = flows[i];
             if (f.from == f.to || f.from % stride != 0 || routes_.count(key(f.from, f.to)) != 0) continue;
-            if (f.from != row_source) {
-                row = t_.machine().routes_from(t_.chip_of(f.from));
-                row_source = f.from;
-            }
-            routes_.emplace(key(f.from, f.to), row[static_cast<size_t>(t_.chip_of(f.to))]);
+            routes_.emplace(key(f.from, f.to), routes.route(t_.chip_of(f.from), t_.chip_of(f.to)));
         }
     }
     const Route *find(int from, int to) const {
+        if (closed_form_) {
+            if (!std::binary_search(pairs_.begin(), pairs_.end(), key(from, to))) return nullptr;
+            t_.machine().route_into(t_.chip_of(from), t_.chip_of(to), &found_);
+            return &found_;
+        }
         auto it = routes_.find(key(from, to));
         return it == routes_.end() ? nullptr : &it->second;
     }
@@ -86,7 +108,10 @@ private:
         return (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) | static_cast<uint32_t>(to);
     }
     const Topology &t_;
+    bool closed_form_;
     std::unordered_map<uint64_t, Route> routes_;
+    std::vector<uint64_t> pairs_; // with closed-form routes: the traced pairs, sorted
+    mutable Route found_;
 };
 
 struct FlowCost {

@@ -257,8 +257,15 @@ double predict_direct_us(const CollectiveArgs &args, const Topology &t, const Co
     if (p <= 1) return 0;
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
     const double per_pair = args.collective == Collective::Allreduce ? total : total / p;
+    // Every rank sends to every other but in gather and scatter: there only
+    // the traced sources' p - 1 transfers each are built (all p(p-1) on
+    // 16,384 ranks would take 6 GB), and every rank's ports carry the same.
+    const bool to_all = args.collective != Collective::Gather && args.collective != Collective::Scatter;
+    const int stride = to_all ? tracing_stride(p, p - 1.0) : 1;
     std::vector<Flow> flows;
-    for (int a = 0; a < p; ++a)
+    flows.reserve(to_all ? static_cast<size_t>((p + stride - 1) / stride) * static_cast<size_t>(p - 1)
+                         : static_cast<size_t>(p - 1));
+    for (int a = 0; a < p; a += stride)
         for (int b = 0; b < p; ++b) {
             if (a == b) continue;
             const bool wanted = args.collective == Collective::Gather    ? b == args.root

@@ -53,6 +53,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "schedule.hpp"
@@ -62,9 +63,12 @@
 namespace nnpccl::sim {
 
 // The servers of a topology's machine (its links, then the chips' ports)
-// and the routes between chips as server lists, found once per source
-// chip the first time a message leaves it and kept. Shared by simulations
-// of the same topology, also from several threads.
+// and the routes between chips as server lists, found when a stream first
+// asks for them and kept: on a torus or ring each pair's in closed form
+// (Machine::closed_form_routes), so memory grows with the streams that
+// exist; elsewhere every route from a source chip in one search, the
+// first time a message leaves it. Shared by simulations of the same
+// topology, also from several threads.
 class Network {
 public:
     explicit Network(const Topology &topology);
@@ -81,8 +85,12 @@ public:
     // The servers a message from `from_chip` to `to_chip` crosses, in order
     // (empty between ranks of one chip); nullptr where no route exists.
     const std::vector<uint32_t> *path(int from_chip, int to_chip) const;
+    // How many chip pairs' routes have been found so far.
+    size_t routes_found() const;
 
 private:
+    void fill_path(const Route &route, int from_chip, int to_chip, std::vector<uint32_t> *out) const;
+
     const Topology &topology_;
     std::vector<Server> servers_;
     size_t link_count_ = 0;
@@ -92,7 +100,11 @@ private:
         std::vector<std::vector<uint32_t>> to; // per destination chip
         std::vector<bool> reachable;
     };
-    std::unique_ptr<Row[]> rows_;
+    std::unique_ptr<Row[]> rows_; // per source chip, without closed-form routes
+    bool closed_form_ = false;
+    mutable std::mutex pairs_mutex_;
+    mutable std::unordered_map<uint64_t, std::vector<uint32_t>> pairs_; // with them, per (from, to)
+    mutable size_t rows_found_ = 0;                                     // under pairs_mutex_
 };
 
 // One rank's part of the simulated call: schedules that run side by side

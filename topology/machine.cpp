@@ -37,6 +37,7 @@ bool parse_shape(const std::string &text, Shape *shape) {
 }
 
 int Machine::add_chip(Chip chip) {
+    forget_routes();
     chips_.push_back(std::move(chip));
     out_.emplace_back();
     in_.emplace_back();
@@ -54,6 +55,7 @@ Status Machine::add_link(int from, int to, LinkParams params) {
     if (has_link(from, to))
         return Status(NNPCCL_ERR_INVALID_ARGUMENT,
                       "link " + std::to_string(from) + "->" + std::to_string(to) + " is given twice");
+    forget_routes();
     int index = static_cast<int>(links_.size());
     links_.push_back(Link{from, to, params.gbps, params.latency_us});
     min_latency_us_ = std::min(min_latency_us_, params.latency_us);
@@ -192,15 +194,147 @@ std::vector<Route> Machine::routes_from(int from) const {
 }
 
 Route Machine::route(int from, int to) const {
+    const Lattice &l = lattice();
+    if (l.closed_form) {
+        Route r;
+        lattice_route(l, from, to, &r);
+        return r;
+    }
     // One direct link is the common case on ICL rings and meshes. Any other
     // path has two hops or more, so the direct link wins whenever it is no
     // slower than two of the fastest links.
     int direct = link_index(from, to);
     if (direct >= 0 && links_[static_cast<size_t>(direct)].latency_us <= 2 * min_latency_us_) {
-        const Link &l = links_[static_cast<size_t>(direct)];
-        return Route{true, {direct}, 1, l.latency_us, l.gbps};
+        const Link &link = links_[static_cast<size_t>(direct)];
+        return Route{true, {direct}, 1, link.latency_us, link.gbps};
     }
     return ShortestPaths(*this, from, to).to(*this, to);
+}
+
+void Machine::route_into(int from, int to, Route *out) const {
+    const Lattice &l = lattice();
+    if (l.closed_form)
+        lattice_route(l, from, to, out);
+    else
+        *out = route(from, to);
+}
+
+bool Machine::closed_form_routes() const { return lattice().closed_form; }
+
+const Machine::Lattice &Machine::lattice() const {
+    if (!lattice_) lattice_ = std::make_shared<Lattice>(); // a moved-from machine
+    Lattice &l = *lattice_;
+    std::call_once(l.once, [&] {
+        l.closed_form = find_lattice(&l);
+        l.found.store(true);
+    });
+    return l;
+}
+
+// A torus (or ring) of chips numbered along x, then y, then z, every
+// neighbour cabled, nothing else, and one latency on every link: then
+// the least-latency paths are the fewest-hop paths and the closed form
+// applies. O(C + L), once.
+bool Machine::find_lattice(Lattice *l) const {
+    const int n = num_chips();
+    if (shape_ == Shape::Torus) {
+        l->dims[0] = torus_.x;
+        l->dims[1] = torus_.y;
+        l->dims[2] = torus_.z;
+    } else if (shape_ == Shape::Ring) {
+        l->dims[0] = n;
+    } else {
+        return false;
+    }
+    if (l->dims[0] < 1 || l->dims[1] < 1 || l->dims[2] < 1 ||
+        static_cast<long>(l->dims[0]) * l->dims[1] * l->dims[2] != n || links_.empty())
+        return false;
+    for (const Link &link : links_)
+        if (link.latency_us != links_.front().latency_us || !(link.latency_us >= 0)) return false;
+    const int stride[3] = {1, l->dims[0], l->dims[0] * l->dims[1]};
+    l->step.assign(static_cast<size_t>(n) * 6, -1);
+    size_t expected = 0;
+    for (int c = 0; c < n; ++c)
+        for (int k = 0; k < 3; ++k) {
+            const int size = l->dims[k];
+            if (size == 1) continue;
+            const int at = c / stride[k] % size;
+            for (int way = 0; way < 2; ++way) {
+                const int next = way == 0 ? (at + 1) % size : (at + size - 1) % size;
+                const int link = link_index(c, c + (next - at) * stride[k]);
+                if (link < 0) return false;
+                l->step[(static_cast<size_t>(c) * 3 + static_cast<size_t>(k)) * 2 + static_cast<size_t>(way)] = link;
+            }
+            expected += size == 2 ? 1 : 2;
+        }
+    return expected == links_.size();
+}
+
+// Back from `to`: each hop to the lowest-numbered chip one hop nearer
+// `from`, which is the link Dijkstra above settles first (it settles
+// chips of one distance in ascending order and keeps the first way in).
+// O(hops).
+void Machine::lattice_route(const Lattice &l, int from, int to, Route *out) const {
+    out->reachable = true;
+    out->links.clear();
+    out->latency_us = 0;
+    out->gbps = std::numeric_limits<double>::infinity();
+    int size[3], stride[3], at[3], ahead[3], axis[3], dims = 0; // the dimensions longer than 1
+    for (int k = 0, s = 1; k < 3; s *= l.dims[k], ++k) {
+        if (l.dims[k] == 1) continue;
+        axis[dims] = k;
+        size[dims] = l.dims[k];
+        stride[dims] = s;
+        at[dims] = to / s % l.dims[k];
+        // Steps up from `from` to `to` along this dimension, mod its size.
+        ahead[dims] = (at[dims] - from / s % l.dims[k] + l.dims[k]) % l.dims[k];
+        ++dims;
+    }
+    for (int cur = to; cur != from;) {
+        int best = std::numeric_limits<int>::max(), best_k = 0, best_way = 0;
+        for (int k = 0; k < dims; ++k) {
+            if (ahead[k] == 0) continue;
+            // Reached going up (from the chip below) or down (from above),
+            // whichever is shorter; both when they tie.
+            if (2 * ahead[k] <= size[k]) {
+                const int chip = cur + (at[k] == 0 ? size[k] - 1 : -1) * stride[k];
+                if (chip < best) best = chip, best_k = k, best_way = 0;
+            }
+            if (2 * ahead[k] >= size[k]) {
+                const int chip = cur + (at[k] == size[k] - 1 ? 1 - size[k] : 1) * stride[k];
+                if (chip < best) best = chip, best_k = k, best_way = 1;
+            }
+        }
+        const int k = best_k;
+        out->links.push_back(
+            l.step[(static_cast<size_t>(best) * 3 + static_cast<size_t>(axis[k])) * 2 + static_cast<size_t>(best_way)]);
+        if (best_way == 0) {
+            at[k] = at[k] == 0 ? size[k] - 1 : at[k] - 1;
+            --ahead[k];
+        } else {
+            at[k] = at[k] == size[k] - 1 ? 0 : at[k] + 1;
+            ahead[k] = ahead[k] + 1 == size[k] ? 0 : ahead[k] + 1;
+        }
+        cur = best;
+    }
+    std::reverse(out->links.begin(), out->links.end());
+    for (int link : out->links) {
+        out->latency_us += links_[static_cast<size_t>(link)].latency_us;
+        out->gbps = std::min(out->gbps, links_[static_cast<size_t>(link)].gbps);
+    }
+    out->hops = static_cast<int>(out->links.size());
+}
+
+const Route &RouteCursor::route(int from_chip, int to_chip) {
+    if (closed_form_) {
+        m_.route_into(from_chip, to_chip, &one_);
+        return one_;
+    }
+    if (from_chip != row_source_) {
+        row_ = m_.routes_from(from_chip);
+        row_source_ = from_chip;
+    }
+    return row_[static_cast<size_t>(to_chip)];
 }
 
 } // namespace nnpccl

@@ -5,8 +5,11 @@
 // embedding read it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -52,10 +55,12 @@ enum class Shape { Graph, Ring, FullyConnected, HybridCubeMesh, Torus, Flat };
 const char *shape_name(Shape shape);
 bool parse_shape(const std::string &text, Shape *shape);
 
-// Chip `x + y * x_dim` sits at (x, y) of an x_dim × y_dim torus.
+// Chip `x + y * x_dim + z * x_dim * y_dim` sits at (x, y, z) of an
+// x_dim × y_dim × z_dim torus; z_dim is 1 on a 2D torus.
 struct TorusDims {
     int x = 0;
     int y = 0;
+    int z = 1;
 };
 
 // A path between two chips: the directed links it crosses, in order.
@@ -75,10 +80,16 @@ public:
     const std::string &name() const { return name_; }
     void set_name(std::string name) { name_ = std::move(name); }
     Shape shape() const { return shape_; }
-    void set_shape(Shape shape) { shape_ = shape; }
+    void set_shape(Shape shape) {
+        shape_ = shape;
+        forget_routes();
+    }
     // Meaningful when shape() == Shape::Torus.
     TorusDims torus() const { return torus_; }
-    void set_torus(TorusDims dims) { torus_ = dims; }
+    void set_torus(TorusDims dims) {
+        torus_ = dims;
+        forget_routes();
+    }
 
     // Returns the new chip's index.
     int add_chip(Chip chip = {});
@@ -116,13 +127,39 @@ public:
     // Every chip's cabling fits its ports; otherwise names the first that does not.
     Status check_ports() const;
 
-    // Least-latency path (ties: fewer hops) from `from` to `to`.
-    // Dijkstra over the links: O(L log C).
+    // Least-latency path (ties: fewer hops) from `from` to `to`. On a torus
+    // or ring whose links are all there with one latency (the presets, a
+    // file's torus) in closed form, O(hops): the path the search below
+    // takes, each hop back from `to` to the lowest-numbered chip one hop
+    // nearer `from`. Elsewhere Dijkstra over the links, O(L log C).
     Route route(int from, int to) const;
-    // The same from one source to every chip, in one pass.
+    // The same, into `out` (its link list's storage reused).
+    void route_into(int from, int to, Route *out) const;
+    // Whether route() is in closed form here (no search per source).
+    bool closed_form_routes() const;
+    // Every chip's route from one source, in one pass of Dijkstra: O(L log C)
+    // (the reference the closed form is tested against).
     std::vector<Route> routes_from(int from) const;
 
 private:
+    // The torus or ring as a lattice of up to three dimensions, found the
+    // first time a route is asked for (and again after the machine changes).
+    struct Lattice {
+        std::once_flag once;
+        std::atomic<bool> found{false};
+        bool closed_form = false;
+        int dims[3] = {1, 1, 1};
+        // step[(chip * 3 + dim) * 2 + (0: +1, 1: -1)]: the link taking
+        // that step from the chip, -1 where the dimension has size 1.
+        std::vector<int> step;
+    };
+    const Lattice &lattice() const;
+    void forget_routes() {
+        if (!lattice_ || lattice_->found.load() || lattice_.use_count() != 1) lattice_ = std::make_shared<Lattice>();
+    }
+    bool find_lattice(Lattice *l) const;
+    void lattice_route(const Lattice &l, int from, int to, Route *out) const;
+
     static uint64_t key(int from, int to) {
         return (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) | static_cast<uint32_t>(to);
     }
@@ -136,6 +173,24 @@ private:
     std::vector<std::vector<int>> in_;
     std::unordered_map<uint64_t, int> index_;
     double min_latency_us_ = std::numeric_limits<double>::infinity();
+    // Copies share it until one of them changes (each change starts afresh).
+    mutable std::shared_ptr<Lattice> lattice_ = std::make_shared<Lattice>();
+};
+
+// Routes asked for one after another, grouped by source (as a cost
+// prediction walks its transfers): closed form where the machine has it,
+// otherwise one search per source, kept until the source changes.
+class RouteCursor {
+public:
+    explicit RouteCursor(const Machine &m) : m_(m), closed_form_(m.closed_form_routes()) {}
+    const Route &route(int from_chip, int to_chip);
+
+private:
+    const Machine &m_;
+    bool closed_form_;
+    Route one_;
+    int row_source_ = -1;
+    std::vector<Route> row_;
 };
 
 } // namespace nnpccl

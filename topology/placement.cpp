@@ -110,7 +110,7 @@ Status place_ranks(const Machine &machine, int nranks, const std::vector<int> &r
         for (int c = 0; c < n_chips; ++c) chips->push_back(c);
         return Status::ok();
     }
-    if (machine.shape() == Shape::Torus) {
+    if (machine.shape() == Shape::Torus && machine.torus().z == 1) {
         *chips = torus_chips(machine, nranks);
         return Status::ok();
     }

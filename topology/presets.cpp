@@ -92,6 +92,21 @@ Status parse_rank_hosts(const std::string &spec, const std::string &list, const 
     return Status::ok();
 }
 
+// "XxY" or "XxYxZ" into dims (z stays 1 for two), at least 2 chips in all.
+bool parse_torus_dims(const std::string &text, int dims[3]) {
+    size_t start = 0;
+    long chips = 1;
+    for (int k = 0; k < 3; ++k) {
+        const size_t cross = text.find('x', start);
+        if (!parse_count(text.substr(start, cross - start), kMaxPresetChips, &dims[k])) return false;
+        chips *= dims[k];
+        if (chips > kMaxPresetChips) return false;
+        if (cross == std::string::npos) return k >= 1 && chips >= 2;
+        start = cross + 1;
+    }
+    return false;
+}
+
 } // namespace
 
 TopologyOptions topology_options(const PlanningOptions &planning, bool host_over_network) {
@@ -134,17 +149,24 @@ Machine hybrid_cube_mesh_machine(LinkParams icl) {
     return m;
 }
 
-Machine torus_machine(int x_dim, int y_dim, LinkParams icl) {
-    Machine m("torus:" + std::to_string(x_dim) + "x" + std::to_string(y_dim), Shape::Torus);
-    m.set_torus({x_dim, y_dim});
-    for (int i = 0; i < x_dim * y_dim; ++i) m.add_chip();
-    auto chip = [&](int x, int y) { return (x % x_dim) + (y % y_dim) * x_dim; };
-    for (int y = 0; y < y_dim; ++y)
-        for (int x = 0; x < x_dim; ++x) {
-            // The +x and +y neighbours; with a dimension of 2 the wrap-around
+Machine torus_machine(int x_dim, int y_dim, LinkParams icl) { return torus_machine(x_dim, y_dim, 1, icl); }
+
+Machine torus_machine(int x_dim, int y_dim, int z_dim, LinkParams icl) {
+    std::string name = "torus:" + std::to_string(x_dim) + "x" + std::to_string(y_dim);
+    if (z_dim > 1) name += "x" + std::to_string(z_dim);
+    Machine m(name, Shape::Torus);
+    m.set_torus({x_dim, y_dim, z_dim});
+    const int dims[3] = {x_dim, y_dim, z_dim}, stride[3] = {1, x_dim, x_dim * y_dim};
+    Chip chip;
+    if (z_dim > 1) chip.ports = 6;
+    for (int i = 0; i < x_dim * y_dim * z_dim; ++i) m.add_chip(chip);
+    for (int c = 0; c < m.num_chips(); ++c)
+        for (int k = 0; k < 3; ++k) {
+            // The + neighbour; with a dimension of 2 the wrap-around
             // neighbour is the same chip, already cabled.
-            if (x_dim > 1 && (x + 1 < x_dim || x_dim > 2)) must_link(&m, chip(x, y), chip(x + 1, y), icl);
-            if (y_dim > 1 && (y + 1 < y_dim || y_dim > 2)) must_link(&m, chip(x, y), chip(x, y + 1), icl);
+            const int at = c / stride[k] % dims[k];
+            if (dims[k] > 1 && (at + 1 < dims[k] || dims[k] > 2))
+                must_link(&m, c, c + ((at + 1) % dims[k] - at) * stride[k], icl);
         }
     return m;
 }
@@ -214,7 +236,7 @@ bool is_preset_spec(const std::string &spec) {
 
 Status build_preset(const std::string &spec, int nranks, const TopologyOptions &options, Machine *out) {
     const LinkParams icl = options.icl;
-    int n = 0, x = 0, y = 0;
+    int n = 0;
     if (spec == "flat") {
         if (nranks < 1)
             return Status(NNPCCL_ERR_INVALID_ARGUMENT,
@@ -261,20 +283,16 @@ Status build_preset(const std::string &spec, int nranks, const TopologyOptions &
                               " (a chip's 16 ICL quads cannot reach more peers)");
         *out = fully_connected_machine(n, icl);
     } else if (starts_with(spec, "torus:")) {
-        std::string dims = spec.substr(6);
-        size_t cross = dims.find('x');
-        if (cross == std::string::npos || !parse_count(dims.substr(0, cross), kMaxPresetChips, &x) ||
-            !parse_count(dims.substr(cross + 1), kMaxPresetChips, &y) || static_cast<long>(x) * y > kMaxPresetChips ||
-            x * y < 2)
+        int dims[3] = {1, 1, 1};
+        if (!parse_torus_dims(spec.substr(6), dims))
             return Status(NNPCCL_ERR_INVALID_ARGUMENT,
-                          "topology '" + spec + "': torus:XxY needs two positive sizes, at least 2 and at most " +
-                              std::to_string(kMaxPresetChips) + " chips (e.g. torus:8x4)");
-        *out = torus_machine(x, y, icl);
+                          "topology '" + spec + "': torus:XxY or torus:XxYxZ needs positive sizes, at least 2 and " +
+                              "at most " + std::to_string(kMaxPresetChips) + " chips (e.g. torus:8x4, torus:4x4x4)");
+        *out = torus_machine(dims[0], dims[1], dims[2], icl);
     } else {
-        return Status(
-            NNPCCL_ERR_INVALID_ARGUMENT,
-            "unknown preset '" + spec + "'; presets are: " +
-                "ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 nnpt-pod32 nnpt-pod1024 flat hosts:HxL hosts:A,B,...");
+        return Status(NNPCCL_ERR_INVALID_ARGUMENT, "unknown preset '" + spec + "'; presets are: " +
+                                                       "ring:N fc:N hcm8 torus:XxY torus:XxYxZ nnpt-ring8 nnpt-hcm8 "
+                                                       "nnpt-pod32 nnpt-pod1024 flat hosts:HxL hosts:A,B,...");
     }
     return Status::ok();
 }
@@ -284,6 +302,7 @@ std::string describe_presets() {
            "  fc:N          N chips, every pair cabled (ports split into quads beyond 5 chips)\n"
            "  hcm8          8-chip hybrid cube mesh: two fully connected quads, chip i cabled to i+4\n"
            "  torus:XxY     X x Y 2D torus with wrap-around\n"
+           "  torus:XxYxZ   X x Y x Z 3D torus with wrap-around (six ports per chip)\n"
            "  nnpt-ring8    NNP-T: 8 chips on an ICL ring\n"
            "  nnpt-hcm8     NNP-T: 8-way OAM baseboard, hybrid cube mesh\n"
            "  nnpt-pod32    NNP-T: 4 chassis x 8 chips, glueless 8x4 torus\n"

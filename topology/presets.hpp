@@ -1,5 +1,5 @@
 // Named machines. The names are part of the interface (docs/design.md,
-// "Adding a topology preset"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, the NNP-T presets
+// "Adding a topology preset"): `ring:N`, `fc:N`, `hcm8`, `torus:XxY`, `torus:XxYxZ`, the NNP-T presets
 // `nnpt-ring8`, `nnpt-hcm8`, `nnpt-pod32`, `nnpt-pod1024`, `flat`, and the
 // two-level host machines `hosts:HxL` and `hosts:A,B,...` (ranks dealt host
 // by host), or either followed by `:H0,H1,...`, each rank's host.
@@ -59,6 +59,10 @@ Machine hybrid_cube_mesh_machine(LinkParams icl);
 // An x × y 2D torus with wrap-around in both dimensions; chip x + y*X at
 // (x, y). A dimension of 2 has one cable between its two chips, of 1 none.
 Machine torus_machine(int x, int y, LinkParams icl);
+// An x × y × z 3D torus, likewise; chip x + y*X + z*X*Y at (x, y, z), each
+// cabled to six neighbours (a chip of more than four ports). z = 1 is the
+// 2D torus.
+Machine torus_machine(int x, int y, int z, LinkParams icl);
 // The host model: n ranks' chips, every pair linked at the host figures.
 // A chip's injection bandwidth is the host link's, not the sum over its
 // links: all of them share one memory system.

@@ -93,8 +93,8 @@ void group_by_host(const Machine &m, const std::vector<int> &chip_of_rank, std::
 // when they fill it exactly.
 RankGrid torus_grid(const Machine &m, const std::vector<int> &chip_of_rank) {
     RankGrid grid;
-    if (m.shape() != Shape::Torus) return grid;
     const TorusDims d = m.torus();
+    if (m.shape() != Shape::Torus || d.z > 1) return grid;
     int x0 = d.x, y0 = d.y, x1 = -1, y1 = -1;
     for (int c : chip_of_rank) {
         x0 = std::min(x0, c % d.x);
@@ -116,9 +116,28 @@ RankGrid torus_grid(const Machine &m, const std::vector<int> &chip_of_rank) {
     return grid;
 }
 
+// A 3D torus whose chips all hold their own rank: the rings of the 2D
+// torus X × (Y·Z) whose second dimension follows a Hamiltonian ring of the
+// Y × Z plane (each of its hops one link); empty otherwise.
+std::vector<VertexRing> torus3d_rings(const Machine &m, const std::vector<int> &chip_of_rank) {
+    const TorusDims d = m.torus();
+    if (m.shape() != Shape::Torus || d.z <= 1 || static_cast<int>(chip_of_rank.size()) != m.num_chips()) return {};
+    for (size_t r = 0; r < chip_of_rank.size(); ++r)
+        if (chip_of_rank[r] != static_cast<int>(r)) return {};
+    const std::vector<VertexRing> planes = torus_rings(d.y, d.z);
+    if (planes.empty()) return {};
+    const VertexRing &plane = planes.front(); // vertex j + k*Y of the plane
+    std::vector<VertexRing> rings = torus_rings(d.x, d.y * d.z);
+    for (VertexRing &ring : rings)
+        for (int &v : ring) v = v % d.x + plane[static_cast<size_t>(v / d.x)] * d.x;
+    return rings;
+}
+
 // Rings built from the shape, before any search; in ranks.
-std::vector<VertexRing> constructed_rings(const UndirectedGraph &g, const RankGrid &grid) {
+std::vector<VertexRing> constructed_rings(const Machine &m, const std::vector<int> &chip_of_rank,
+                                          const UndirectedGraph &g, const RankGrid &grid) {
     const int p = g.size();
+    if (std::vector<VertexRing> rings = torus3d_rings(m, chip_of_rank); !rings.empty()) return rings;
     auto in_ranks = [&](std::vector<VertexRing> rings) {
         for (VertexRing &ring : rings)
             for (int &v : ring) v = grid.rank_at[static_cast<size_t>(v)];
@@ -347,7 +366,7 @@ Status Topology::create(Machine machine, const std::vector<int> &requested, int 
             in_order.insert(in_order.end(), group.begin(), group.end());
         rings.push_back(in_order);
     } else {
-        const std::vector<VertexRing> built = constructed_rings(g, t.grid_);
+        const std::vector<VertexRing> built = constructed_rings(m, t.chip_of_rank_, g, t.grid_);
         // Each Hamiltonian ring takes two links at every chip.
         const size_t most = static_cast<size_t>(std::max(1, g.min_degree() / 2));
         rings = find_disjoint_rings(g, static_cast<int>(most), built);
@@ -400,7 +419,8 @@ Status load_topology(const std::string &spec, int nranks, const TopologyOptions 
     }
     if (!std::ifstream(name).good())
         return Status(NNPCCL_ERR_INVALID_ARGUMENT,
-                      "topology '" + name + "' is neither a preset (ring:N fc:N hcm8 torus:XxY nnpt-ring8 nnpt-hcm8 " +
+                      "topology '" + name +
+                          "' is neither a preset (ring:N fc:N hcm8 torus:XxY torus:XxYxZ nnpt-ring8 nnpt-hcm8 " +
                           "nnpt-pod32 nnpt-pod1024 flat hosts:HxL hosts:A,B,...) nor a readable topology file");
     TopologyFile file;
     NNPCCL_TRY(read_topology_file(name, &file));

@@ -38,7 +38,7 @@ usage_error "algorithm of another collective" "--algo pairwise: pairwise does no
 usage_error "algorithm that does not apply" "torus2d does not apply to allreduce on nnpt-ring8" \
     "$sim" allreduce --topo nnpt-ring8 --algo torus2d -b 1M -e 1M
 usage_error "unknown topology" "--topo junk: topology 'junk' is neither a preset" "$sim" allreduce --topo junk
-usage_error "malformed preset" "torus:XxY needs two positive sizes" "$sim" allreduce --topo torus:0x4
+usage_error "malformed preset" "torus:XxY or torus:XxYxZ needs positive sizes" "$sim" allreduce --topo torus:0x4
 usage_error "flat without ranks" "give the number of ranks with --np N" "$sim" allreduce --topo flat
 usage_error "bad size" "12Q is not a size" "$sim" allreduce --topo nnpt-ring8 -b 12Q
 usage_error "-e below -b" "-e is smaller than -b" "$sim" allreduce --topo nnpt-ring8 -b 1M -e 1K

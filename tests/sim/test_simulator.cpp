@@ -208,3 +208,18 @@ TEST_CASE("a steady-state extrapolation stays close to the exact simulation") {
     CHECK(guessed.result.time_us == Approx(exact.result.time_us).epsilon(0.02));
     CHECK(guessed.result.messages == exact.result.messages);
 }
+
+TEST_CASE("a torus's routes are found per stream, not for every pair") {
+    Topology t;
+    REQUIRE(load_topology("torus:128x128", 0, &t).is_ok());
+    const Network network(t);
+    CHECK(network.routes_found() == 0);
+    const std::vector<uint32_t> *far = network.path(0, 64 + 64 * 128);
+    REQUIRE(far != nullptr);
+    const Route route = t.machine().route(0, 64 + 64 * 128);
+    CHECK(far->size() == 128);
+    CHECK(std::equal(far->begin(), far->end(), route.links.begin()));
+    CHECK(network.path(5, 6)->size() == 1);
+    CHECK(network.path(0, 64 + 64 * 128) == far);
+    CHECK(network.routes_found() == 2);
+}

@@ -189,7 +189,7 @@ TEST_CASE("fully connected boxes beyond 5 chips split their quads", "[presets]")
 TEST_CASE("bad preset specs are rejected with a message", "[presets]") {
     Topology t;
     std::string error;
-    for (const char *spec : {"ring:0", "ring:x", "fc:18", "torus:8", "torus:0x4", "torus:8x4x2", "nnpt-pod64"}) {
+    for (const char *spec : {"ring:0", "ring:x", "fc:18", "torus:8", "torus:0x4", "torus:8x4x2x2", "nnpt-pod64"}) {
         INFO(spec);
         CHECK_FALSE(succeeded(load_topology(spec, 0, &t), &error));
         CHECK(error.find(spec) != std::string::npos);
