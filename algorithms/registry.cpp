@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "chunk_choice.hpp"
 
 namespace nnpccl {
 
@@ -21,6 +22,16 @@ int one_channel(const Topology &) { return 1; }
 
 bool AlgorithmInfo::serves_collective(Collective c) const {
     return std::find(serves.begin(), serves.end(), c) != serves.end();
+}
+
+size_t AlgorithmInfo::message_elems(const CollectiveArgs &args, const Topology &topology) const {
+    return planned_chunk_elems(*this, args, topology);
+}
+
+CollectiveArgs AlgorithmInfo::planned(const CollectiveArgs &args, const Topology &topology) const {
+    CollectiveArgs out = args;
+    out.chunk_elems = message_elems(args, topology);
+    return out;
 }
 
 // Each algorithm's entry, defined in its own file.

@@ -50,11 +50,6 @@ namespace {
 // Two messages in flight per exchange: a link stays busy while its rank
 // reduces the message before (the two slots every transport keeps).
 constexpr size_t kSwingSendsAhead = 1;
-// Every step of the butterfly waits for the step before to end, so each
-// pays its first message's transfer once more; on nnpt-pod32 and
-// nnpt-pod1024 the simulator (ccl-sim --chunk) has 128 KiB messages
-// fastest from 4 MiB up, 64 KiB within 1% and 512 KiB up to a third slower.
-constexpr size_t kSwingChunkBytes = 128 * 1024;
 
 int log2_exact(int n) {
     int k = 0;
@@ -308,33 +303,20 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, us, reduced));
 }
 
-// The call as Swing runs it: on a machine of links in messages of at most
-// kSwingChunkBytes, so that a step's first message, which the step waits
-// for before the next begins, is short (swing.cpp's header).
-CollectiveArgs with_swing_chunk(const CollectiveArgs &args, const Topology &t) {
-    CollectiveArgs out = args;
-    if (t.machine().shape() != Shape::Flat)
-        out.chunk_elems = std::min(std::max<size_t>(1, args.chunk_elems),
-                                   std::max<size_t>(1, kSwingChunkBytes / std::max<size_t>(1, args.elem_size)));
-    return out;
-}
-
-size_t chunk_on(const CollectiveArgs &args, const Topology &t) { return with_swing_chunk(args, t).chunk_elems; }
-
 double predict_bandwidth_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    return predict_swing(with_swing_chunk(args, t), t, inputs, false);
+    return predict_swing(args, t, inputs, false);
 }
 
 double predict_latency_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    return predict_swing(with_swing_chunk(args, t), t, inputs, true);
+    return predict_swing(args, t, inputs, true);
 }
 
 Schedule build_bandwidth(const CollectiveArgs &args, const Topology &t) {
-    return build_swing(with_swing_chunk(args, t), swing_shape(t, args.nranks), false);
+    return build_swing(args, swing_shape(t, args.nranks), false);
 }
 
 Schedule build_latency(const CollectiveArgs &args, const Topology &t) {
-    return build_swing(with_swing_chunk(args, t), swing_shape(t, args.nranks), true);
+    return build_swing(args, swing_shape(t, args.nranks), true);
 }
 
 int channels_on(const Topology &t) { return swing_shape(t, t.nranks()).channels; }
@@ -373,8 +355,7 @@ const AlgorithmInfo &swing_algorithm() {
         build_bandwidth,
         applies_within_a_host,
         predict_bandwidth_us,
-        channels_on,
-        chunk_on};
+        channels_on};
     return info;
 }
 
@@ -388,8 +369,7 @@ const AlgorithmInfo &swing_latency_algorithm() {
         build_latency,
         applies_off_host,
         predict_latency_us,
-        channels_on,
-        chunk_on};
+        channels_on};
     return info;
 }
 

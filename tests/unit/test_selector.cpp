@@ -5,10 +5,12 @@
 // bit-exact on the channels the transports open.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string>
 
+#include "chunk_choice.hpp"
 #include "config.hpp"
 #include "planner.hpp"
 #include "presets.hpp"
@@ -413,4 +415,60 @@ TEST_CASE("a collective of no elements plans no messages, whichever algorithm ru
                         CHECK(messages == 0);
                     }
             }
+}
+
+// On a machine of links the model picks each algorithm's message size with
+// it (chunk_choice.hpp): the 2D torus on nnpt-pod32 at 64 MiB has few
+// slices per channel at 512 KiB, and fills its pipeline sooner in smaller
+// messages. On the host the configured chunk stays.
+TEST_CASE("on a machine of links each algorithm runs in the message size the model picks for it", "[selector]") {
+    const Topology pod = preset("nnpt-pod32", 32);
+    const CollectiveArgs args = call(Collective::Allreduce, 32, size_t{64} << 20);
+    const std::vector<Prediction> all = predict_all(args, pod, CostInputs());
+    const Prediction &torus = prediction_of(all, "torus2d");
+    const AlgorithmInfo &a = *torus.algorithm;
+    CHECK(torus.chunk_elems < args.chunk_elems);
+    CHECK(torus.chunk_elems * args.elem_size >= kLeastPlannedChunkBytes);
+    CHECK(torus.chunk_elems == a.message_elems(args, pod));
+    CHECK(torus.time_us < a.predict_us(args, pod, CostInputs()));
+    for (int rank : {0, 5, 31}) {
+        CollectiveArgs mine = args;
+        mine.rank = rank;
+        CHECK(a.message_elems(mine, pod) == torus.chunk_elems);
+        size_t largest = 0;
+        for (const auto &channel : a.build_planned(mine, pod).channels)
+            for (const Step &step : channel) largest = std::max(largest, step.count);
+        CHECK(largest <= torus.chunk_elems);
+    }
+    // A call no larger than the least candidate, and every call on the host, keep the chunk.
+    for (const Prediction &p : predict_all(call(Collective::Allreduce, 32, 16 * 1024), pod, CostInputs()))
+        if (p.applies) CHECK(p.chunk_elems == args.chunk_elems);
+    const Topology flat = preset("flat", 8);
+    for (const Prediction &p : predict_all(call(Collective::Allreduce, 8, size_t{64} << 20), flat, CostInputs()))
+        if (p.applies) CHECK(p.chunk_elems == args.chunk_elems);
+}
+
+// Every algorithm's planned schedule on a torus runs to the right result,
+// with a chunk large enough for the model to cut its messages smaller.
+TEST_CASE("schedules in planned message sizes give the right results", "[selector]") {
+    const Topology t = preset("torus:4x2", 8);
+    const int channels = max_schedule_channels(t);
+    const size_t chunk = 64 * 1024; // int32 elements: 256 KiB, so 128 KiB and 64 KiB are candidates too
+    for (const AlgorithmInfo &a : algorithm_registry())
+        for (Collective coll : a.serves) {
+            if (coll == Collective::Send || coll == Collective::Recv || coll == Collective::Barrier) continue;
+            CallShape shape = make_shape(coll, 8, 3 * chunk + 5, false, 3, NNPCCL_INT32, NNPCCL_SUM);
+            CollectiveArgs args;
+            args.collective = coll;
+            args.nranks = 8;
+            args.root = shape.root;
+            if (!a.applies(args, t, nullptr)) continue;
+            INFO(a.name << " " << collective_name(coll));
+            const Builder build = [&a, &t, channels](const CollectiveArgs &call_args) {
+                Schedule s = a.build_planned(call_args, t);
+                CHECK(static_cast<int>(s.channels.size()) <= channels);
+                return s;
+            };
+            CHECK(simulate(shape, build, chunk) == 0);
+        }
 }
