@@ -71,7 +71,8 @@ struct ScopedEnv {
     ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling"};
+const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling", "swing_latency",
+                                                  "torus_relay"};
 const std::set<std::string> kBandwidthAlgorithms = {"ring", "torus2d"};
 
 // `flat` as init plans it when the ranks of the host reach each other over
