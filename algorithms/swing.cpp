@@ -213,9 +213,13 @@ namespace {
 // first message or reduces it, the other's messages cross the port; the
 // links serve the two in turn. On nnpt-pod32 at 4 MiB the butterfly took
 // 53.6 us with one channel per port and 46.6 with two (ccl-sim).
-SwingShape bandwidth_shape(const Topology &t, int nranks) {
+// Allreduce only: the model does not see the lanes' gain for reduce-scatter
+// and allgather (allgather of 4 MiB on pod32: 25.1 us simulated with two,
+// 34.2 predicted), so there it would choose no better, and they keep one.
+SwingShape bandwidth_shape(const Topology &t, int nranks, Collective collective) {
     SwingShape shape = swing_shape(t, nranks);
-    if (t.machine().shape() != Shape::Flat && shape.dims.size() >= 2) shape.channels *= 2;
+    if (t.machine().shape() != Shape::Flat && shape.dims.size() >= 2 && collective == Collective::Allreduce)
+        shape.channels *= 2;
     return shape;
 }
 
@@ -253,8 +257,7 @@ struct SwingRoutes {
 double predict_swing(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs, bool latency_optimal) {
     const int p = args.nranks;
     if (p <= 1) return 0;
-    const SwingShape shape = latency_optimal ? swing_shape(t, p) : bandwidth_shape(t, p);
-    const double lanes = static_cast<double>(shape.channels) / swing_shape(t, p).channels;
+    const SwingShape shape = latency_optimal ? swing_shape(t, p) : bandwidth_shape(t, p, args.collective);
     const SwingRoutes routes_of(shape, p);
     const int active = routes_of.plain.active_count(), extras = p - active, rounds = routes_of.plain.rounds();
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
@@ -287,13 +290,11 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
         const FlowCost cost = concurrent(t, flows, &routes);
         const double count = std::max(runs, messages(flows.front().bytes, chunk));
         if (host) return count * cost.latency_us + cost.transfer_us;
-        // The lanes of a pairing take turns on its links: their messages
-        // are one stream, lanes times as many in flight.
-        const double in_turn = count * lanes, each = cost.transfer_us / in_turn;
+        const double each = cost.transfer_us / count;
         const double reduce_us = with_reduction(t, inputs, args.elem_size, 0, flows.front().bytes / count);
         const double round_trip = each + cost.latency_us + reduce_us;
-        const double pace = std::max(each, round_trip / static_cast<double>((kSwingSendsAhead + 1) * lanes));
-        return round_trip + (in_turn - 1) * pace;
+        const double pace = std::max(each, round_trip / static_cast<double>(kSwingSendsAhead + 1));
+        return round_trip + (count - 1) * pace;
     };
     const bool both_phases = args.collective == Collective::Allreduce && !latency_optimal;
     double us = 0;
@@ -326,7 +327,7 @@ double predict_latency_us(const CollectiveArgs &args, const Topology &t, const C
 }
 
 Schedule build_bandwidth(const CollectiveArgs &args, const Topology &t) {
-    return build_swing(args, bandwidth_shape(t, args.nranks), false);
+    return build_swing(args, bandwidth_shape(t, args.nranks, args.collective), false);
 }
 
 Schedule build_latency(const CollectiveArgs &args, const Topology &t) {
@@ -335,7 +336,7 @@ Schedule build_latency(const CollectiveArgs &args, const Topology &t) {
 
 int channels_on(const Topology &t) { return swing_shape(t, t.nranks()).channels; }
 
-int bandwidth_channels_on(const Topology &t) { return bandwidth_shape(t, t.nranks()).channels; }
+int bandwidth_channels_on(const Topology &t) { return bandwidth_shape(t, t.nranks(), Collective::Allreduce).channels; }
 
 bool applies_off_host(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     if (t.machine().shape() != Shape::Flat) return applies_with_valid_root(args, t, why_not);
