@@ -72,6 +72,11 @@ constexpr size_t kTorus2dChannels = 8;
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y);
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid);
 
+// Allreduce on the rank grid of a torus by relaying every vector along
+// rows, then row sums along columns, summed in coordinate order on every
+// rank (torus_relay.cpp). Other collectives get a schedule without channels.
+Schedule build_torus_relay(const CollectiveArgs &args, const RankGrid &grid);
+
 // One channel of the 2D torus: which dimension it goes along first, which
 // way round, its elements, and how many elements its first slice holds
 // when that slice is short (0: every slice is full but for rounding).

@@ -22,7 +22,8 @@ std::vector<Prediction> predict_all(const CollectiveArgs &args, const Topology &
         p.algorithm = &a;
         p.applies = a.applies(args, topology, &p.why_not);
         if (p.applies) {
-            p.time_us = a.predict_us(args, topology, costs);
+            p.chunk_elems = a.message_elems(args, topology);
+            p.time_us = a.predict_planned_us(args, topology, costs);
             // GB/s = 1e3 bytes per µs.
             p.busbw_gbps = p.time_us > 0 ? bytes / (p.time_us * 1e3) * bus_bandwidth_factor(args.collective, args.nranks)
                                          : 0;
@@ -95,7 +96,7 @@ Status plan_schedule(const CollectiveArgs &args, const Topology &topology, const
                      std::shared_ptr<const Schedule> *schedule, std::vector<Prediction> *considered) {
     const AlgorithmInfo *a = nullptr;
     NNPCCL_TRY(choose_algorithm(args, topology, options, &a, considered));
-    *schedule = std::make_shared<const Schedule>(a->build(args, topology));
+    *schedule = std::make_shared<const Schedule>(a->build_planned(args, topology));
     return Status::ok();
 }
 

@@ -30,6 +30,7 @@ struct Prediction {
     bool applies = false;
     std::string why_not; // when it does not apply
     double time_us = 0;   // when it does
+    size_t chunk_elems = 0; // when it does: the elements per message it runs in (AlgorithmInfo::message_elems)
     double busbw_gbps = 0;
 };
 

@@ -92,6 +92,7 @@ PlanExplanation plan_call(const CollectiveArgs &args, size_t bytes, const Topolo
         const std::string *preferred = inputs.preferred->pick(args.collective, bytes);
         e.preferred = preferred != nullptr && *preferred == e.chosen->name;
     }
+    if (e.chosen != nullptr) e.chunk_bytes = e.chosen->message_elems(args, topology) * args.elem_size;
     if (!e.forced && e.chosen != nullptr && may_measure(args, bytes, topology, inputs)) {
         e.measured = close_candidates(e.predictions, kTuningWindow);
         if (e.measured.size() < 2) e.measured.clear();

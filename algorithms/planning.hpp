@@ -83,7 +83,7 @@ struct PlanExplanation {
     bool preferred = false;              // the tuning file chose
     // The algorithms the ranks would time before choosing (two or more), or none.
     std::vector<const AlgorithmInfo *> measured;
-    size_t chunk_bytes = 0;
+    size_t chunk_bytes = 0; // the chosen algorithm's message size (the configured chunk when none is chosen)
 };
 
 // The plan of `args` (whose bytes are `bytes`, call_bytes(args)) on

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "chunk_choice.hpp"
 
 namespace nnpccl {
 
@@ -23,6 +24,16 @@ bool AlgorithmInfo::serves_collective(Collective c) const {
     return std::find(serves.begin(), serves.end(), c) != serves.end();
 }
 
+size_t AlgorithmInfo::message_elems(const CollectiveArgs &args, const Topology &topology) const {
+    return planned_chunk_elems(*this, args, topology);
+}
+
+CollectiveArgs AlgorithmInfo::planned(const CollectiveArgs &args, const Topology &topology) const {
+    CollectiveArgs out = args;
+    out.chunk_elems = message_elems(args, topology);
+    return out;
+}
+
 // Each algorithm's entry, defined in its own file.
 const AlgorithmInfo &ring_algorithm();
 const AlgorithmInfo &torus2d_algorithm();
@@ -32,6 +43,7 @@ const AlgorithmInfo &halving_doubling_algorithm();
 const AlgorithmInfo &swing_algorithm();
 const AlgorithmInfo &swing_latency_algorithm();
 const AlgorithmInfo &swing_binomial_algorithm();
+const AlgorithmInfo &torus_relay_algorithm();
 const AlgorithmInfo &direct_algorithm();
 const AlgorithmInfo &pairwise_algorithm();
 const AlgorithmInfo &p2p_algorithm();
@@ -48,6 +60,7 @@ const std::vector<AlgorithmInfo> &algorithm_registry() {
         swing_algorithm(),
         swing_latency_algorithm(),
         swing_binomial_algorithm(),
+        torus_relay_algorithm(),
         direct_algorithm(),
         pairwise_algorithm(),
         p2p_algorithm(),

@@ -31,14 +31,19 @@ struct AlgorithmInfo {
     double (*predict_us)(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs);
     // The most channels its schedules use on the topology.
     int (*channels)(const Topology &topology);
-    // The elements per message its schedule for the call uses, where the
-    // algorithm picks them itself (at most args.chunk_elems); nullptr:
-    // args.chunk_elems.
-    size_t (*chunk_elems)(const CollectiveArgs &args, const Topology &topology) = nullptr;
 
-    // The elements per message of its schedule for the call.
-    size_t message_elems(const CollectiveArgs &args, const Topology &topology) const {
-        return chunk_elems != nullptr ? chunk_elems(args, topology) : args.chunk_elems;
+    // The elements per message it runs the call in: on a machine of links
+    // the model's choice for it (chunk_choice.hpp), else args.chunk_elems.
+    size_t message_elems(const CollectiveArgs &args, const Topology &topology) const;
+    // The call as it runs it: args with message_elems() per message.
+    CollectiveArgs planned(const CollectiveArgs &args, const Topology &topology) const;
+    // Its schedule and its prediction for the call in those messages: what
+    // the selector, nnpccl_explain and ccl-sim build and show.
+    Schedule build_planned(const CollectiveArgs &args, const Topology &topology) const {
+        return build(planned(args, topology), topology);
+    }
+    double predict_planned_us(const CollectiveArgs &args, const Topology &topology, const CostInputs &inputs) const {
+        return predict_us(planned(args, topology), topology, inputs);
     }
 
     bool serves_collective(Collective c) const;

@@ -50,11 +50,6 @@ namespace {
 // Two messages in flight per exchange: a link stays busy while its rank
 // reduces the message before (the two slots every transport keeps).
 constexpr size_t kSwingSendsAhead = 1;
-// Every step of the butterfly waits for the step before to end, so each
-// pays its first message's transfer once more; on nnpt-pod32 and
-// nnpt-pod1024 the simulator (ccl-sim --chunk) has 128 KiB messages
-// fastest from 4 MiB up, 64 KiB within 1% and 512 KiB up to a third slower.
-constexpr size_t kSwingChunkBytes = 128 * 1024;
 
 int log2_exact(int n) {
     int k = 0;
@@ -213,6 +208,21 @@ Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool l
 // a topology and how many channels it takes.
 namespace {
 
+// The bandwidth-optimal butterfly's channels: on a torus of two or more
+// dimensions two per pairing (each half its data), so that while one waits for a step's
+// first message or reduces it, the other's messages cross the port; the
+// links serve the two in turn. On nnpt-pod32 at 4 MiB the butterfly took
+// 53.6 us with one channel per port and 46.6 with two (ccl-sim).
+// Allreduce only: the model does not see the lanes' gain for reduce-scatter
+// and allgather (allgather of 4 MiB on pod32: 25.1 us simulated with two,
+// 34.2 predicted), so there it would choose no better, and they keep one.
+SwingShape bandwidth_shape(const Topology &t, int nranks, Collective collective) {
+    SwingShape shape = swing_shape(t, nranks);
+    if (t.machine().shape() != Shape::Flat && shape.dims.size() >= 2 && collective == Collective::Allreduce)
+        shape.channels *= 2;
+    return shape;
+}
+
 // The rank at position x of channel c's pairing, and its partner in step s.
 struct SwingRoutes {
     const SwingShape &shape;
@@ -247,7 +257,7 @@ struct SwingRoutes {
 double predict_swing(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs, bool latency_optimal) {
     const int p = args.nranks;
     if (p <= 1) return 0;
-    const SwingShape shape = swing_shape(t, p);
+    const SwingShape shape = latency_optimal ? swing_shape(t, p) : bandwidth_shape(t, p, args.collective);
     const SwingRoutes routes_of(shape, p);
     const int active = routes_of.plain.active_count(), extras = p - active, rounds = routes_of.plain.rounds();
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
@@ -308,36 +318,25 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, us, reduced));
 }
 
-// The call as Swing runs it: on a machine of links in messages of at most
-// kSwingChunkBytes, so that a step's first message, which the step waits
-// for before the next begins, is short (swing.cpp's header).
-CollectiveArgs with_swing_chunk(const CollectiveArgs &args, const Topology &t) {
-    CollectiveArgs out = args;
-    if (t.machine().shape() != Shape::Flat)
-        out.chunk_elems = std::min(std::max<size_t>(1, args.chunk_elems),
-                                   std::max<size_t>(1, kSwingChunkBytes / std::max<size_t>(1, args.elem_size)));
-    return out;
-}
-
-size_t chunk_on(const CollectiveArgs &args, const Topology &t) { return with_swing_chunk(args, t).chunk_elems; }
-
 double predict_bandwidth_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    return predict_swing(with_swing_chunk(args, t), t, inputs, false);
+    return predict_swing(args, t, inputs, false);
 }
 
 double predict_latency_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    return predict_swing(with_swing_chunk(args, t), t, inputs, true);
+    return predict_swing(args, t, inputs, true);
 }
 
 Schedule build_bandwidth(const CollectiveArgs &args, const Topology &t) {
-    return build_swing(with_swing_chunk(args, t), swing_shape(t, args.nranks), false);
+    return build_swing(args, bandwidth_shape(t, args.nranks, args.collective), false);
 }
 
 Schedule build_latency(const CollectiveArgs &args, const Topology &t) {
-    return build_swing(with_swing_chunk(args, t), swing_shape(t, args.nranks), true);
+    return build_swing(args, swing_shape(t, args.nranks), true);
 }
 
 int channels_on(const Topology &t) { return swing_shape(t, t.nranks()).channels; }
+
+int bandwidth_channels_on(const Topology &t) { return bandwidth_shape(t, t.nranks(), Collective::Allreduce).channels; }
 
 bool applies_off_host(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     if (t.machine().shape() != Shape::Flat) return applies_with_valid_root(args, t, why_not);
@@ -366,15 +365,15 @@ const AlgorithmInfo &swing_algorithm() {
     static const AlgorithmInfo info{
         "swing",
         "Swing (bandwidth-optimal): recursive halving then doubling with partners 1, 1, 3, 5, 11, ... hops away, "
-        "the dimensions of a torus in turn, 2 channels per dimension (one mirrored) so every port works; "
+        "the dimensions of a torus in turn, 2 pairings per dimension (one mirrored) so every port works, two "
+        "channels each off the host; "
         "reduce-scatter and allgather are its halves",
         "not across hosts",
         {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather},
         build_bandwidth,
         applies_within_a_host,
         predict_bandwidth_us,
-        channels_on,
-        chunk_on};
+        bandwidth_channels_on};
     return info;
 }
 
@@ -388,8 +387,7 @@ const AlgorithmInfo &swing_latency_algorithm() {
         build_latency,
         applies_off_host,
         predict_latency_us,
-        channels_on,
-        chunk_on};
+        channels_on};
     return info;
 }
 

@@ -139,14 +139,6 @@ Schedule build_swing_binomial(const CollectiveArgs &args, const SwingShape &shap
 // Its entry in the registry (registry.cpp).
 namespace {
 
-// The call with swing.cpp's message size: on a machine of links at most
-// 128 KiB, so a chunk crosses each level of the tree soon.
-size_t tree_chunk_elems(const CollectiveArgs &args, const Topology &t) {
-    const size_t most = std::max<size_t>(1, (128 * 1024) / std::max<size_t>(1, args.elem_size));
-    const size_t chunk = std::max<size_t>(1, args.chunk_elems);
-    return t.machine().shape() == Shape::Flat ? chunk : std::min(chunk, most);
-}
-
 // Every tree edge carries its channel's piece. The first chunk goes down
 // the slowest root-to-leaf path (each edge's route latency and one chunk's
 // transfer, after the parent's sends of it to its earlier children), and the rest follows through the busiest link or
@@ -157,7 +149,7 @@ double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, 
     const SwingShape shape = swing_shape(t, p);
     const double total = static_cast<double>(call_bytes(args));
     const double share = total / shape.channels;
-    const double chunk = std::min(share, static_cast<double>(tree_chunk_elems(args, t) * args.elem_size));
+    const double chunk = std::min(share, static_cast<double>(std::max<size_t>(1, args.chunk_elems) * args.elem_size));
     std::vector<Flow> every, edges;  // edges: parent before child, with one chunk each
     std::vector<double> sent_before; // per edge: the chunks its parent sends its earlier children first
     for (int c = 0; c < shape.channels; ++c) {
@@ -198,18 +190,8 @@ double predict_swing_binomial_us(const CollectiveArgs &args, const Topology &t, 
     return with_reduction(t, inputs, args.elem_size, path + all.transfer_us, reduced);
 }
 
-CollectiveArgs with_tree_chunk(const CollectiveArgs &args, const Topology &t) {
-    CollectiveArgs out = args;
-    out.chunk_elems = tree_chunk_elems(args, t);
-    return out;
-}
-
-double predict_on(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    return predict_swing_binomial_us(with_tree_chunk(args, t), t, inputs);
-}
-
 Schedule build_on(const CollectiveArgs &args, const Topology &t) {
-    return build_swing_binomial(with_tree_chunk(args, t), swing_shape(t, args.nranks));
+    return build_swing_binomial(args, swing_shape(t, args.nranks));
 }
 
 int channels_on(const Topology &t) { return swing_shape(t, t.nranks()).channels; }
@@ -233,9 +215,8 @@ const AlgorithmInfo &swing_binomial_algorithm() {
         {Collective::Broadcast, Collective::Reduce},
         build_on,
         applies_off_host,
-        predict_on,
-        channels_on,
-        tree_chunk_elems};
+        predict_swing_binomial_us,
+        channels_on};
     return info;
 }
 

@@ -46,7 +46,7 @@
 // Each element is reduced once, on its column ring, and copied from there:
 // all ranks hold the same bits.
 //
-// Reduce-scatter and allgather (BlockPhases), count m elements per block,
+// Reduce-scatter and allgather (torus2d_blocks.cpp), count m elements per block,
 // block r of rank r. A group is the b blocks of one column's ranks. Reduce-
 // scatter, X first: a ring reduce-scatter along each row whose pieces are
 // the groups (the rank at column i ends with its row's sum of group i),
@@ -57,7 +57,7 @@
 // one: in slices of a chunk or more of each block every block's range goes
 // as its own messages (no copy); a smaller slice is packed, its blocks'
 // ranges copied to scratch group by group so that a message carries the
-// whole group (packs()), one message per hop where the ring would send b.
+// whole group (torus2d_packs()), one message per hop where the ring would send b.
 // Partial sums wait in scratch, p·m elements.
 //
 // The share: an X-first channel sends (x-1)·y·m' elements on X ports and
@@ -79,15 +79,14 @@
 
 #include "builders.hpp"
 #include "cost_terms.hpp"
-#include "registry.hpp"
 #include "patterns.hpp"
+#include "registry.hpp"
 #include "step_list.hpp"
+#include "torus2d_grid.hpp"
 
 namespace nnpccl {
 
 namespace {
-
-int wrap(int a, int p) { return ((a % p) + p) % p; }
 
 // Steps on one ring (a row or a column) of one channel: receive from the
 // previous rank, send to the next. The rank at ring position k finishes
@@ -153,35 +152,6 @@ size_t smallest_divisor_at_least(int y, size_t least) {
     return d;
 }
 
-
-// Ranks on a grid whose rows run along the channel's first dimension:
-// rank_at[i + j·width] is at (i, j).
-struct ChannelGrid {
-    int width = 0;  // the first dimension: a row's length
-    int height = 0; // the second: a column's length
-    std::vector<int> rank_at;
-
-    ChannelGrid transposed() const {
-        ChannelGrid t{height, width, std::vector<int>(rank_at.size())};
-        for (int j = 0; j < height; ++j)
-            for (int i = 0; i < width; ++i) t.rank_at[static_cast<size_t>(j + i * height)] = at(i, j);
-        return t;
-    }
-    int at(int i, int j) const { return rank_at[static_cast<size_t>(i + j * width)]; }
-    // The ring through row j (or column i), in increasing order or, when
-    // reversed, decreasing: the other direction of the same links.
-    std::vector<int> row(int j, bool reversed) const {
-        std::vector<int> ring;
-        for (int k = 0; k < width; ++k) ring.push_back(at(reversed ? width - 1 - k : k, j));
-        return ring;
-    }
-    std::vector<int> column(int i, bool reversed) const {
-        std::vector<int> ring;
-        for (int k = 0; k < height; ++k) ring.push_back(at(i, reversed ? height - 1 - k : k));
-        return ring;
-    }
-};
-
 // Allreduce of one channel's elements along the rows of `grid`, then its
 // columns, then its rows again, every ring forward or every ring `reversed`.
 void allreduce_on_grid(const ChannelGrid &grid, int rank, const Torus2dChannel &channel, size_t chunk,
@@ -230,226 +200,6 @@ void allreduce_on_grid(const ChannelGrid &grid, int rank, const Torus2dChannel &
             for (RingPhase &phase : along_x) phase.allgather();
     }
 }
-
-// One message of a reduce-scatter or allgather phase: this rank's copy of
-// its elements (`mine`: the operand it adds, or what it sends first) and
-// where they land (`out`: the partial or the result). `copy_mine`: an
-// allgather's first send also stores `mine` at `out`.
-struct Part {
-    BufRef mine;
-    BufRef out;
-    size_t count = 0;
-    bool copy_mine = false;
-};
-using Piece = std::vector<Part>; // the parts of one ring position, the same sizes at every position
-
-// A ring's reduce-scatter and allgather over pieces of several parts:
-// each part goes round the ring on its own, as the ring's chunks do
-// (hierarchical.cpp's host ring alike), so one message is in flight per
-// stream and two slots keep it moving.
-class PartRing {
-public:
-    PartRing(const RingPattern &ring, std::vector<Piece> pieces, std::vector<Step> &out)
-        : ring_(ring), pieces_(std::move(pieces)), steps_(out) {}
-
-    void reduce_scatter(bool finalize) {
-        const int p = ring_.size(), me = ring_.position();
-        for (size_t k = 0; k < pieces_.front().size(); ++k) {
-            add(kSend, part(me - 1, k).mine, {}, part(me - 1, k).count);
-            for (int s = 1; s <= p - 2; ++s) add(kRecv | kReduce | kSend, part(me - 1 - s, k).mine, {}, part(me - 1 - s, k).count);
-            const Part &last = part(me, k);
-            add(kRecv | kReduce | kStore, last.mine, last.out, last.count, finalize);
-        }
-    }
-    void allgather() {
-        const int p = ring_.size(), me = ring_.position();
-        for (size_t k = 0; k < pieces_.front().size(); ++k) {
-            const Part &own = part(me, k);
-            add(static_cast<uint8_t>(kSend | (own.copy_mine ? kStore : 0)), own.mine, own.out, own.count);
-            for (int s = 1; s <= p - 2; ++s) add(kRecv | kStore | kSend, {}, part(me - s, k).out, part(me - s, k).count);
-            add(kRecv | kStore, {}, part(me + 1, k).out, part(me + 1, k).count);
-        }
-    }
-
-private:
-    const Part &part(int pos, size_t k) const { return pieces_[static_cast<size_t>(wrap(pos, ring_.size()))][k]; }
-    void add(uint8_t flags, BufRef src, BufRef dst, size_t count, bool finalize = false) {
-        steps_.add(flags, ring_.prev(), ring_.next(), src, dst, count, finalize);
-    }
-    const RingPattern &ring_;
-    std::vector<Piece> pieces_;
-    StepList steps_;
-};
-
-// Whether a slice of `slice` elements of each block travels its first
-// dimension packed: its b blocks' parts one after another in scratch, so
-// that a message carries all of them (ceil(b·slice / C) messages per hop
-// instead of b·ceil(slice / C)). Packing costs a copy of the slice of
-// every block, so only where it saves messages: small slices, where the
-// hops' α is the time.
-bool packs(size_t slice, int b, size_t chunk) {
-    const auto blocks = static_cast<size_t>(b);
-    return b > 1 && balanced_pieces(blocks * slice, chunk) < blocks * balanced_pieces(slice, chunk);
-}
-
-// A channel's slices of its elements of each block: the short lead one
-// (the second channel of a pair), then slices of at most a chunk: one
-// slice below a chunk of each block (packed, x+y-2 messages where it fits
-// one), which ran faster in ccl-sim than slices of a chunk of a group,
-// whose second-dimension messages are b times more.
-std::vector<ElemRange> block_slices(const Torus2dChannel &channel, size_t chunk) {
-    std::vector<ElemRange> slices;
-    const size_t end = channel.begin + channel.count, rest = channel.begin + channel.lead;
-    if (channel.lead > 0) slices.push_back(ElemRange{channel.begin, rest});
-    for (const ElemRange &s : chunked(rest, end, chunk)) slices.push_back(s);
-    return slices;
-}
-
-// Reduce-scatter and allgather of one channel's elements [begin, end) of
-// every block (block b of the send, or receive, buffer at b·count) on
-// `grid`: a group is the b blocks of the ranks of one column (first
-// coordinate i), the blocks that column's ring reduces or gathers; the
-// rows move whole groups. For slice [sb, se) of m elements, block (i, j)'s
-// part sits in scratch at p·sb + (i·b + j)·m: the slices of all channels
-// tile p·count elements, and a group's parts are one range.
-class BlockPhases {
-public:
-    BlockPhases(const ChannelGrid &grid, const CollectiveArgs &args, size_t chunk, std::vector<Step> &out)
-        : grid_(grid), args_(args), chunk_(chunk), out_(out) {
-        const auto here = std::find(grid.rank_at.begin(), grid.rank_at.end(), args.rank) - grid.rank_at.begin();
-        i_ = static_cast<int>(here) % grid.width;
-        j_ = static_cast<int>(here) / grid.width;
-    }
-
-    void reduce_scatter(const ElemRange &slice) {
-        const int a = grid_.width, b = grid_.height;
-        const bool packed = a > 1 && packs(slice.size(), b, chunk_);
-        if (a == 1 && b == 1) {
-            StepList(out_).add(kStore, -1, -1, block(args_.rank, slice.begin), BufRef{Buf::Recv, slice.begin},
-                               slice.size(), true);
-            return;
-        }
-        if (packed)
-            for (int i = 0; i < a; ++i)
-                for (int j = 0; j < b; ++j)
-                    StepList(out_).add(kStore, -1, -1, block(grid_.at(i, j), slice.begin), scratch(slice, i, j, slice.begin),
-                                       slice.size());
-        // Along the first dimension: the rank at i ends with its row's sum
-        // of group i, in scratch (the receive buffer when the group is one block).
-        if (a > 1) {
-            std::vector<Piece> groups = row_groups(slice, packed, [&](int i, int j, const ElemRange &r) {
-                return Part{block(grid_.at(i, j), r.begin),
-                            b > 1 ? scratch(slice, i, j, r.begin) : BufRef{Buf::Recv, r.begin}, r.size()};
-            });
-            const RingPattern row(grid_.row(j_, reversed_), args_.rank);
-            PartRing(row, by_position(std::move(groups)), out_).reduce_scatter(b == 1);
-        }
-        // Along the second: the column's ring sums each block's row partials into its rank.
-        if (b > 1) {
-            std::vector<Piece> blocks;
-            for (int j = 0; j < b; ++j) {
-                Piece piece;
-                for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
-                    piece.push_back({a > 1 ? scratch(slice, i_, j, r.begin) : block(grid_.at(i_, j), r.begin),
-                                     BufRef{Buf::Recv, r.begin}, r.size()});
-                blocks.push_back(std::move(piece));
-            }
-            const RingPattern column(grid_.column(i_, reversed_), args_.rank);
-            PartRing(column, by_position(std::move(blocks)), out_).reduce_scatter(true);
-        }
-    }
-
-    void allgather(const ElemRange &slice) {
-        const int a = grid_.width, b = grid_.height;
-        const bool packed = a > 1 && packs(slice.size(), b, chunk_);
-        const bool in_place = args_.in_place;
-        if (a == 1 && b == 1) {
-            if (!in_place)
-                StepList(out_).add(kStore, -1, -1, BufRef{Buf::Send, slice.begin}, gathered(args_.rank, slice.begin),
-                                   slice.size());
-            return;
-        }
-        // Where block (i, j)'s part lands first: scratch when packed, else its place in the receive buffer.
-        auto landing = [&](int i, int j, size_t e) {
-            return packed ? scratch(slice, i, j, e) : gathered(grid_.at(i, j), e);
-        };
-        // Along the second dimension: the column's blocks, this rank's from its send buffer.
-        if (b > 1) {
-            std::vector<Piece> blocks;
-            for (int j = 0; j < b; ++j) {
-                Piece piece;
-                for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_))
-                    piece.push_back({BufRef{Buf::Send, r.begin}, landing(i_, j, r.begin), r.size(), packed || !in_place});
-                blocks.push_back(std::move(piece));
-            }
-            const RingPattern column(grid_.column(i_, reversed_), args_.rank);
-            PartRing(column, by_position(std::move(blocks)), out_).allgather();
-        }
-        // Along the first: whole groups.
-        if (a > 1) {
-            std::vector<Piece> groups = row_groups(slice, packed, [&](int i, int j, const ElemRange &r) {
-                // The rank's own block is in its send buffer still when no column went first.
-                const bool own = b == 1 && i == i_;
-                return Part{own ? BufRef{Buf::Send, r.begin} : landing(i, j, r.begin), landing(i, j, r.begin),
-                            r.size(), own && !in_place};
-            });
-            const RingPattern row(grid_.row(j_, reversed_), args_.rank);
-            PartRing(row, by_position(std::move(groups)), out_).allgather();
-        }
-        if (packed)
-            for (int i = 0; i < a; ++i)
-                for (int j = 0; j < b; ++j)
-                    if (!(in_place && grid_.at(i, j) == args_.rank))
-                        StepList(out_).add(kStore, -1, -1, scratch(slice, i, j, slice.begin),
-                                           gathered(grid_.at(i, j), slice.begin), slice.size());
-    }
-
-    void set_reversed(bool reversed) { reversed_ = reversed; }
-
-private:
-    // Pieces by coordinate as pieces by ring position: a reversed ring
-    // runs through the coordinates from the last.
-    std::vector<Piece> by_position(std::vector<Piece> pieces) const {
-        if (reversed_) std::reverse(pieces.begin(), pieces.end());
-        return pieces;
-    }
-    BufRef block(int owner, size_t e) const { return BufRef{Buf::Send, static_cast<size_t>(owner) * args_.count + e}; }
-    BufRef gathered(int owner, size_t e) const {
-        return BufRef{Buf::Recv, static_cast<size_t>(owner) * args_.count + e};
-    }
-    BufRef scratch(const ElemRange &slice, int i, int j, size_t e) const {
-        const auto p = static_cast<size_t>(args_.nranks);
-        const size_t group = static_cast<size_t>(i) * static_cast<size_t>(grid_.height) + static_cast<size_t>(j);
-        return BufRef{Buf::Scratch, p * slice.begin + group * slice.size() + (e - slice.begin)};
-    }
-    // The groups a row's ring moves, group i holding the slice's part of
-    // blocks (i, 0..b-1): packed, one after another in scratch as chunks
-    // that stay where they are; else each block's chunks as `part(i, j, r)`
-    // says.
-    template <class PartOf> std::vector<Piece> row_groups(const ElemRange &slice, bool packed, PartOf part) const {
-        const int a = grid_.width, b = grid_.height;
-        std::vector<Piece> groups(static_cast<size_t>(a));
-        for (int i = 0; i < a; ++i) {
-            Piece &piece = groups[static_cast<size_t>(i)];
-            if (packed) {
-                const size_t first = scratch(slice, i, 0, slice.begin).offset;
-                for (const ElemRange &r : chunked(first, first + static_cast<size_t>(b) * slice.size(), chunk_))
-                    piece.push_back({BufRef{Buf::Scratch, r.begin}, BufRef{Buf::Scratch, r.begin}, r.size()});
-                continue;
-            }
-            for (int j = 0; j < b; ++j)
-                for (const ElemRange &r : chunked(slice.begin, slice.end, chunk_)) piece.push_back(part(i, j, r));
-        }
-        return groups;
-    }
-
-    const ChannelGrid &grid_;
-    const CollectiveArgs &args_;
-    size_t chunk_;
-    std::vector<Step> &out_;
-    int i_ = 0, j_ = 0;
-    bool reversed_ = false;
-};
 
 bool is_permutation_of_ranks(const std::vector<int> &grid, int nranks) {
     std::vector<char> seen(static_cast<size_t>(nranks), 0);
@@ -519,18 +269,10 @@ Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vect
     }
     const std::vector<Torus2dChannel> layout = torus2d_block_layout(args.count, x, y, chunk);
     sched.channels.resize(layout.size());
-    for (size_t c = 0; c < layout.size(); ++c) {
-        BlockPhases phases(layout[c].x_first ? by_rows : by_columns, args, chunk, sched.channels[c]);
-        phases.set_reversed(layout[c].reversed);
-        for (const ElemRange &slice : block_slices(layout[c], chunk)) {
-            if (args.collective == Collective::ReduceScatter)
-                phases.reduce_scatter(slice);
-            else
-                phases.allgather(slice);
-        }
-    }
+    for (size_t c = 0; c < layout.size(); ++c)
+        blocks_on_grid(layout[c].x_first ? by_rows : by_columns, args, layout[c], chunk, sched.channels[c]);
     // Scratch holds partial sums, and packed slices: p·count elements
-    // where any step uses it (BlockPhases).
+    // where any step uses it (torus2d_blocks.cpp).
     for (const auto &channel : sched.channels)
         for (const Step &step : channel)
             if (step.src.buf == Buf::Scratch || step.dst.buf == Buf::Scratch)
@@ -555,7 +297,7 @@ namespace {
 // first again; reduce-scatter, per slice of m elements of each block, q1(a-1)
 // messages of b·m/q1 along the first and q2(b-1) of m/q2 along the second
 // (allgather the other way round), q2 = ceil(m/C), q1 = ceil(b·m/C) packed,
-// b·q2 not (packs()). The ports take the latency and bandwidth of the
+// b·q2 not (torus2d_packs()). The ports take the latency and bandwidth of the
 // grid's first row and column.
 double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
@@ -593,7 +335,7 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
             const int second = ch.x_first ? (ch.reversed ? YBackward : YForward) : (ch.reversed ? XBackward : XForward);
             auto add_block_slice = [&](double m) {
                 const double q2 = messages(m, static_cast<double>(chunk));
-                const bool packed = a > 1 && packs(static_cast<size_t>(std::llround(m)), b, chunk);
+                const bool packed = a > 1 && torus2d_packs(static_cast<size_t>(std::llround(m)), b, chunk);
                 const double q1 = packed ? messages(b * m, static_cast<double>(chunk)) : b * q2;
                 const auto along_first = static_cast<size_t>(q1) * static_cast<size_t>(a - 1);
                 const auto along_second = static_cast<size_t>(q2) * static_cast<size_t>(b - 1);

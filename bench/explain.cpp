@@ -134,6 +134,7 @@ int explain_plans(const ExplainRequest &request) {
 
     std::set<std::pair<std::string, std::string>> not_applying; // (algorithm, why), noted once each
     int status = 0;
+    std::string messages; // the choice's message size per size: the model picks it on a machine of links
     for (size_t bytes : sizes) {
         const size_t elements = bytes / elem / (blockwise ? static_cast<size_t>(p) : 1);
         if (plan(elements) != NNPCCL_SUCCESS) {
@@ -167,9 +168,11 @@ int explain_plans(const ExplainRequest &request) {
                 measuring += std::string(measuring.empty() ? " (tuner measures " : ", ") + pr->algorithm;
             if (!measuring.empty()) measuring += ")";
             std::printf("  %s%s%s\n", e.chosen, e.forced ? " (NNPCCL_ALGO)" : "", measuring.c_str());
+            messages += (messages.empty() ? "" : ", ") + std::to_string(bytes) + " B: " + std::to_string(e.chunk_bytes);
         }
     }
     for (const auto &[name, why] : not_applying) std::printf("# %s does not apply: %s\n", name.c_str(), why.c_str());
+    if (!messages.empty()) std::printf("# the choice's messages, at most (B), by size: %s\n", messages.c_str());
     std::fflush(stdout);
     return status;
 }

@@ -134,7 +134,9 @@ void simulate_cell(const Run &run, const Network &network, Cell *cell) {
         cell->status = trace->opened();
         if (!cell->status) return;
     }
-    cell->status = simulate_call(network, *cell->algorithm, run.call, run.options, run.budget, &cell->sim, trace.get());
+    SimCall call = run.call;
+    call.chunk_bytes = cell->chunk_bytes;
+    cell->status = simulate_call(network, *cell->algorithm, call, run.options, run.budget, &cell->sim, trace.get());
     if (cell->status && trace != nullptr) cell->status = trace->finish();
     cell->simulated = cell->status.is_ok();
 }
@@ -186,11 +188,14 @@ int simulate_size(const Run &run, const Network &network, const CollectiveArgs &
             totals->not_applying.push_back({cell.algorithm->name, cell.why_not});
             continue;
         }
-        if (const size_t elems = cell.algorithm->message_elems(args, run.topology); elems != args.chunk_elems) {
+        cell.chunk_bytes = cell.algorithm->message_elems(args, run.topology) * args.elem_size;
+        if (cell.chunk_bytes != args.chunk_elems * args.elem_size) {
             size_t &largest = totals->own_chunk[cell.algorithm->name];
-            largest = std::max(largest, elems * args.elem_size);
+            largest = std::max(largest, cell.chunk_bytes);
         }
-        work.emplace_back(size->cells.size() > 1 ? estimate_hops(network, *cell.algorithm, run.call) : 0,
+        SimCall call = run.call;
+        call.chunk_bytes = cell.chunk_bytes;
+        work.emplace_back(size->cells.size() > 1 ? estimate_hops(network, *cell.algorithm, call) : 0,
                           [&run, &network, &cell] { simulate_cell(run, network, &cell); });
     }
     std::stable_sort(work.begin(), work.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
@@ -207,7 +212,7 @@ int simulate_size(const Run &run, const Network &network, const CollectiveArgs &
     else if (run.forced != nullptr)
         tasks.push_back([&] {
             size->cells[0].model_us =
-                size->cells[0].algorithm->predict_us(args, run.topology, run.planning.inputs.costs);
+                size->cells[0].algorithm->predict_planned_us(args, run.topology, run.planning.inputs.costs);
         });
     for (auto &w : work) tasks.push_back(std::move(w.second));
     run_all(tasks, run.jobs);
@@ -253,7 +258,9 @@ int run_sim(const Options &o) {
         if (int failed = simulate_size(run, network, args, &size, &totals); failed != 0) return failed;
         count_cells(size, bytes, &totals);
         if (o.all_algos)
-            print_row_of_all(run, row, size.cells, size.choice);
+            print_row_of_all(run, row, size.cells, size.choice,
+                             size.choice != nullptr ? size.choice->message_elems(args, run.topology) * args.elem_size
+                                                    : 0);
         else
             print_row_of_one(run, network, row, size.cells[0], &totals);
         std::fflush(stdout);

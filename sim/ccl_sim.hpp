@@ -58,6 +58,7 @@ struct Cell {
     bool applies = false;
     std::string why_not;
     double model_us = 0;
+    size_t chunk_bytes = 0; // its messages' size: the model's choice for it (AlgorithmInfo::message_elems)
     Outcome sim;
     Status status;
     bool simulated = false;
@@ -86,7 +87,7 @@ struct Run {
 struct Totals {
     std::vector<std::string> notes;
     std::vector<std::pair<std::string, std::string>> not_applying; // algorithm, why
-    // Algorithms whose messages are smaller than --chunk: their largest, in bytes.
+    // Algorithms the model runs in messages smaller than --chunk: their largest, in bytes.
     std::map<std::string, size_t> own_chunk;
     uint64_t steps = 0, messages = 0, hops = 0;
     int status = 0;
@@ -102,7 +103,7 @@ struct RowFigures {
 
 void print_header(const Run &run);
 void print_row_of_all(const Run &run, const RowFigures &row, const std::vector<Cell> &cells,
-                      const AlgorithmInfo *choice);
+                      const AlgorithmInfo *choice, size_t choice_chunk_bytes);
 // Writes --svg too, and counts a failure to write it in *totals.
 void print_row_of_one(const Run &run, const Network &network, const RowFigures &row, const Cell &cell, Totals *totals);
 void print_footer(const Run &run, const Totals &totals, double seconds);

@@ -22,6 +22,13 @@ using nnpccl_tools::table_number;
 // GB/s of `bytes` in `us` (1 GB/s = 1e3 bytes per µs).
 double gbps(double bytes, double us) { return us > 0 ? bytes / (us * 1e3) : 0; }
 
+// A message size as "512K", "64M" or bytes.
+std::string chunk_text(size_t bytes) {
+    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+    if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
+    return std::to_string(bytes);
+}
+
 std::string time_text(const Cell &cell) {
     return table_number(cell.sim.result.time_us, 9) + (cell.sim.extrapolated ? "~" : " ");
 }
@@ -93,17 +100,17 @@ void print_column_heads(const Run &run) {
     if (run.o.all_algos) {
         std::printf("#       size         count");
         for (const AlgorithmInfo *a : run.candidates) std::printf("  %-29s", a->name);
-        std::printf("  %-18s  %-20s  %s\n", "bound", "model's choice", "fastest simulated");
+        std::printf("  %-18s  %-20s  %-20s  %s\n", "bound", "model's choice", "fastest simulated", "its chunk");
         std::printf("#        (B)    (elements)");
         for (size_t i = 0; i < run.candidates.size(); ++i) std::printf("  %10s %7s %10s", "time", "busbw", "model");
-        std::printf("  %10s %7s\n", "time", "busbw");
+        std::printf("  %10s %7s  %-20s  %-20s  %s\n", "time", "busbw", "", "", "(B)");
     } else {
         std::printf("#       size         count      type   redop    root  %-*s  %10s  %7s  %7s  %10s  %9s  %10s  "
-                    "%7s\n",
-                    kNameWidth, "algorithm", "time", "algbw", "busbw", "model", "sim/model", "bound", "busbw");
+                    "%7s  %s\n",
+                    kNameWidth, "algorithm", "time", "algbw", "busbw", "model", "sim/model", "bound", "busbw", "chunk");
         std::printf("#        (B)    (elements)                            %-*s  %10s  %7s  %7s  %10s  %9s  %10s  "
-                    "%7s\n",
-                    kNameWidth, "", "(us)", "(GB/s)", "(GB/s)", "(us)", "", "(us)", "(GB/s)");
+                    "%7s  %s\n",
+                    kNameWidth, "", "(us)", "(GB/s)", "(GB/s)", "(us)", "", "(us)", "(GB/s)", "(B)");
     }
 }
 
@@ -177,7 +184,7 @@ void print_header(const Run &run) {
 }
 
 void print_row_of_all(const Run &run, const RowFigures &row, const std::vector<Cell> &cells,
-                      const AlgorithmInfo *choice) {
+                      const AlgorithmInfo *choice, size_t choice_chunk_bytes) {
     std::printf("%12zu  %12zu", row.bytes, run.call.count);
     const Cell *fastest = nullptr;
     for (const Cell &cell : cells) {
@@ -190,9 +197,10 @@ void print_row_of_all(const Run &run, const RowFigures &row, const std::vector<C
                     model_text(cell, 10).c_str());
         if (fastest == nullptr || t < fastest->sim.result.time_us) fastest = &cell;
     }
-    std::printf("  %10s %7s  %-20s  %s\n", table_number(row.bound, 10).c_str(),
+    std::printf("  %10s %7s  %-20s  %-20s  %s\n", table_number(row.bound, 10).c_str(),
                 table_number(gbps(row.total, row.bound) * row.bus, 7).c_str(),
-                choice != nullptr ? choice->name : "none", fastest != nullptr ? fastest->algorithm->name : "-");
+                choice != nullptr ? choice->name : "none", fastest != nullptr ? fastest->algorithm->name : "-",
+                choice != nullptr ? chunk_text(choice_chunk_bytes).c_str() : "-");
 }
 
 void print_row_of_one(const Run &run, const Network &network, const RowFigures &row, const Cell &cell, Totals *totals) {
@@ -207,9 +215,10 @@ void print_row_of_one(const Run &run, const Network &network, const RowFigures &
     const double t = cell.sim.result.time_us;
     char ratio[16];
     std::snprintf(ratio, sizeof ratio, "%.2f", cell.model_us > 0 ? t / cell.model_us : 0.0);
-    std::printf("  %s  %s  %s  %s  %9s  %s  %s\n", time_text(cell).c_str(), table_number(gbps(row.total, t), 7).c_str(),
-                table_number(gbps(row.total, t) * row.bus, 7).c_str(), model_text(cell, 10).c_str(), ratio,
-                table_number(row.bound, 10).c_str(), table_number(gbps(row.total, row.bound) * row.bus, 7).c_str());
+    std::printf("  %s  %s  %s  %s  %9s  %s  %s  %s\n", time_text(cell).c_str(),
+                table_number(gbps(row.total, t), 7).c_str(), table_number(gbps(row.total, t) * row.bus, 7).c_str(),
+                model_text(cell, 10).c_str(), ratio, table_number(row.bound, 10).c_str(),
+                table_number(gbps(row.total, row.bound) * row.bus, 7).c_str(), chunk_text(cell.chunk_bytes).c_str());
     if (o.svg_path.empty()) return;
     const std::string label = std::string(cell.algorithm->name) + " " + o.collective + " of " +
                               std::to_string(row.bytes) + " B on " + std::to_string(run.p) + " ranks";
@@ -226,7 +235,8 @@ void print_footer(const Run &run, const Totals &totals, double seconds) {
     not_applying.erase(std::unique(not_applying.begin(), not_applying.end()), not_applying.end());
     for (const auto &[name, why] : not_applying) std::printf("# %s does not apply: %s\n", name.c_str(), why.c_str());
     for (const auto &[name, bytes] : totals.own_chunk)
-        std::printf("# %s picks its own chunk: messages of at most %zu B\n", name.c_str(), bytes);
+        std::printf("# %s runs in the model's chunk, below --chunk at some sizes: messages of at most %zu B\n",
+                    name.c_str(), bytes);
     if (!run.o.trace_path.empty() && totals.status == 0)
         std::printf("# trace: %s, %llu step events (one per step)\n", run.o.trace_path.c_str(),
                     static_cast<unsigned long long>(totals.steps));

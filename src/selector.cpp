@@ -23,8 +23,9 @@ void log_plan(const CollectiveArgs &args, size_t bytes, const Schedule &chosen, 
     const std::string how = plan.forced      ? " (forced by " + forced_by + ")"
                             : plan.preferred ? " (NNPCCL_TUNING_FILE's); predicted: "
                                              : "; predicted: ";
-    LOG_INFO("%s of %zu bytes: %s%s%s", collective_name(args.collective), bytes, chosen.algorithm.c_str(), how.c_str(),
-             plan.forced ? "" : list_predictions(plan.predictions, true).c_str());
+    LOG_INFO("%s of %zu bytes: %s%s%s; messages of up to %zu bytes", collective_name(args.collective), bytes,
+             chosen.algorithm.c_str(), how.c_str(), plan.forced ? "" : list_predictions(plan.predictions, true).c_str(),
+             plan.chunk_bytes);
 }
 
 // INFO: which algorithms the tuner measures for a size class, and the model's figures.
@@ -82,7 +83,7 @@ Status Selector::model_schedule(const CollectiveArgs &args, size_t bytes, std::s
     if (schedule == nullptr) {
         const PlanExplanation plan = plan_call(args, bytes, topology_, inputs_);
         NNPCCL_TRY(plan.status);
-        schedule = std::make_shared<const Schedule>(plan.chosen->build(args, topology_));
+        schedule = std::make_shared<const Schedule>(plan.chosen->build_planned(args, topology_));
         // Rank 0 logs each collective's choice once per power-of-two size.
         if (rank_ == 0 && log_level() >= LogLevel::Info &&
             logged_.insert({static_cast<int>(args.collective), size_class(bytes)}).second)
@@ -104,7 +105,7 @@ Status Selector::schedule_with(const AlgorithmInfo &algorithm, const CollectiveA
         if (!algorithm.applies(args, topology_, &why_not))
             return internal_error("%s was chosen for %s but does not apply: %s", algorithm.name,
                                   collective_name(args.collective), why_not.c_str());
-        schedule = std::make_shared<const Schedule>(algorithm.build(args, topology_));
+        schedule = std::make_shared<const Schedule>(algorithm.build_planned(args, topology_));
         cache_.insert(key, schedule);
     }
     *out = std::move(schedule);

@@ -70,6 +70,13 @@ Builder scrambled_torus(int x, int y) {
     return [x, y, grid](const CollectiveArgs &args) { return build_torus2d(args, x, y, grid); };
 }
 
+// torus_relay on an x-by-y grid, ranks in rank order or scrambled as above.
+Builder relay(int x, int y, bool scrambled) {
+    RankGrid grid{x, y, true, true, {}};
+    for (int i = 0; i < x * y; ++i) grid.rank_at.push_back(scrambled ? (i * 5 + 3) % (x * y) : i);
+    return [grid](const CollectiveArgs &args) { return build_torus_relay(args, grid); };
+}
+
 // Swing on one ring of p ranks (folded to a power of two), `channels` channels.
 Builder swing_ring(int channels, bool latency_optimal) {
     return [channels, latency_optimal](const CollectiveArgs &args) {
@@ -216,6 +223,17 @@ TEST_CASE("2D torus allreduce is bit-exact on a grid that is not in rank order",
                    {g.first * g.second}, root_zero);
 }
 
+TEST_CASE("torus relay allreduce is bit-exact and deadlock-free on every grid, in rank order or not",
+          "[schedules][library]") {
+    const int grids[][2] = {{2, 2}, {4, 2}, {2, 4}, {3, 3}, {1, 1}, {1, 3}, {3, 1}, {5, 1}, {1, 7}};
+    for (const auto &g : grids)
+        for (bool scrambled : {false, true}) {
+            if (scrambled && (g[0] * g[1]) % 5 == 0) continue; // (5i + 3) mod p is then no permutation
+            check_grid(scrambled ? "torus_relay scrambled" : "torus_relay", relay(g[0], g[1], scrambled),
+                       {Collective::Allreduce}, {g[0] * g[1]}, root_zero);
+        }
+}
+
 // Transports keep at least two slots per stream (NNPCCL_SHM_SLOTS >= 2),
 // which the rings need: a ring step receives and sends at once. The
 // exchanges and the trees need only one.
@@ -287,9 +305,12 @@ TEST_CASE("every rank of an allreduce gets the same bits when the order of a flo
                                    NNPCCL_SUM);
     }
     for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}})
-        for (bool in_place : {false, true})
+        for (bool in_place : {false, true}) {
             check_same_bits_everywhere("torus2d", torus(g.first, g.second), g.first * g.second, 1000, in_place,
                                        NNPCCL_SUM);
+            check_same_bits_everywhere("torus_relay", relay(g.first, g.second, true), g.first * g.second, 1000,
+                                       in_place, NNPCCL_AVG);
+        }
 }
 
 // Direct reduce-scatter folds in rank order, as direct allreduce does: its

@@ -5,10 +5,12 @@
 // bit-exact on the channels the transports open.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string>
 
+#include "chunk_choice.hpp"
 #include "config.hpp"
 #include "planner.hpp"
 #include "presets.hpp"
@@ -69,7 +71,8 @@ struct ScopedEnv {
     ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling"};
+const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling", "swing_latency",
+                                                  "torus_relay"};
 const std::set<std::string> kBandwidthAlgorithms = {"ring", "torus2d"};
 
 // `flat` as init plans it when the ranks of the host reach each other over
@@ -172,21 +175,23 @@ TEST_CASE("over a network transport, a message's α is the kernel's, paid per me
     CHECK(topology_options(PlanningOptions{}, false).host.latency_us < kHostOverNetworkLatencyUs);
 }
 
-// From 512 MiB up; at 16-256 MiB the ring both ways is predicted faster
-// (its four channels are never out of step, while the torus's few slices
-// leave ports idle at the start and end of each channel).
-TEST_CASE("the 2D torus wins on nnpt-pod32 at large sizes", "[selector]") {
+// From 16 MiB up the ring both ways, two channels on each port, keeps
+// every port busy from its first step; the torus's few slices leave ports
+// idle at the start and end of each channel.
+TEST_CASE("the ring with two channels per port wins on nnpt-pod32 at large sizes", "[selector]") {
     const Topology pod = preset("nnpt-pod32", 32);
     for (size_t bytes : {size_t{512} << 20, kGiB, 4 * kGiB})
-        CHECK(chosen(call(Collective::Allreduce, 32, bytes), pod) == "torus2d");
+        CHECK(chosen(call(Collective::Allreduce, 32, bytes), pod) == "ring");
 }
 
 // The allreduce bound is 2(p-1)/p·n / 224 GB/s. The ring runs both
-// directions of the two Hamiltonian rings: every port, one channel each,
-// so the α of every chunk stays on its channel's path (9.36 µs of a 512
-// KiB chunk at 56 GB/s, plus 1 µs), and so does the reduction of every
-// reduce-scatter chunk (1.31 µs at HBM speed, half the chunks). The torus runs two channels per port,
-// so one's message crosses while the other's waits out α, with the X-first
+// directions of the two Hamiltonian rings, two channels on every port, so
+// one's message crosses while the other waits out α (1 µs) and reduces
+// (1.31 µs for a 512 KiB chunk at HBM speed, against its 9.36 µs at 56
+// GB/s): the port is busy throughout, and what stays on the path is one
+// channel's reductions, 1.31 / 9.36 / 4 of the bound's time (a channel
+// carries an eighth of the data, the bound a quarter per port both
+// phases). The torus too runs two channels per port, with the X-first
 // share set so that X and Y ports carry the same bytes (torus2d.cpp).
 TEST_CASE("the choice at 1 GiB on nnpt-pod32 comes within 10% of the allreduce bound", "[selector]") {
     const Topology pod = preset("nnpt-pod32", 32);
@@ -197,8 +202,8 @@ TEST_CASE("the choice at 1 GiB on nnpt-pod32 comes within 10% of the allreduce b
     const Prediction &torus = prediction_of(all, "torus2d"), &ring = prediction_of(all, "ring");
     CHECK(torus.busbw_gbps >= 0.9 * bound_busbw);
     CHECK(torus.busbw_gbps <= bound_busbw);
-    CHECK(ring.busbw_gbps == Approx(bound_busbw * 9.36 / (10.36 + 1.31 / 2)).epsilon(0.02));
-    CHECK(torus.time_us < ring.time_us);
+    CHECK(ring.busbw_gbps == Approx(bound_busbw / (1 + 1.31 / 9.36 / 4)).epsilon(0.02));
+    CHECK(ring.time_us < torus.time_us);
 }
 
 TEST_CASE("the 2D torus pays 2(x+y-2) hops where the ring pays 2(p-1)", "[selector]") {
@@ -350,7 +355,7 @@ TEST_CASE("the host's reduction speed is measured", "[selector]") {
 
 TEST_CASE("the transports open as many channels as any algorithm uses", "[selector]") {
     CHECK(max_schedule_channels(Topology::flat(4)) == 2);                 // the double binary tree (one ring, one way)
-    CHECK(max_schedule_channels(preset("nnpt-hcm8", 8)) == 4);            // two rings both ways
+    CHECK(max_schedule_channels(preset("nnpt-hcm8", 8)) == 8);            // two rings both ways, two channels each
     CHECK(max_schedule_channels(preset("nnpt-pod32", 32)) == static_cast<int>(kTorus2dChannels));
 }
 
@@ -413,4 +418,60 @@ TEST_CASE("a collective of no elements plans no messages, whichever algorithm ru
                         CHECK(messages == 0);
                     }
             }
+}
+
+// On a machine of links the model picks each algorithm's message size with
+// it (chunk_choice.hpp): the 2D torus on nnpt-pod32 at 64 MiB has few
+// slices per channel at 512 KiB, and fills its pipeline sooner in smaller
+// messages. On the host the configured chunk stays.
+TEST_CASE("on a machine of links each algorithm runs in the message size the model picks for it", "[selector]") {
+    const Topology pod = preset("nnpt-pod32", 32);
+    const CollectiveArgs args = call(Collective::Allreduce, 32, size_t{64} << 20);
+    const std::vector<Prediction> all = predict_all(args, pod, CostInputs());
+    const Prediction &torus = prediction_of(all, "torus2d");
+    const AlgorithmInfo &a = *torus.algorithm;
+    CHECK(torus.chunk_elems < args.chunk_elems);
+    CHECK(torus.chunk_elems * args.elem_size >= kLeastPlannedChunkBytes);
+    CHECK(torus.chunk_elems == a.message_elems(args, pod));
+    CHECK(torus.time_us < a.predict_us(args, pod, CostInputs()));
+    for (int rank : {0, 5, 31}) {
+        CollectiveArgs mine = args;
+        mine.rank = rank;
+        CHECK(a.message_elems(mine, pod) == torus.chunk_elems);
+        size_t largest = 0;
+        for (const auto &channel : a.build_planned(mine, pod).channels)
+            for (const Step &step : channel) largest = std::max(largest, step.count);
+        CHECK(largest <= torus.chunk_elems);
+    }
+    // A call no larger than the least candidate, and every call on the host, keep the chunk.
+    for (const Prediction &p : predict_all(call(Collective::Allreduce, 32, 16 * 1024), pod, CostInputs()))
+        if (p.applies) CHECK(p.chunk_elems == args.chunk_elems);
+    const Topology flat = preset("flat", 8);
+    for (const Prediction &p : predict_all(call(Collective::Allreduce, 8, size_t{64} << 20), flat, CostInputs()))
+        if (p.applies) CHECK(p.chunk_elems == args.chunk_elems);
+}
+
+// Every algorithm's planned schedule on a torus runs to the right result,
+// with a chunk large enough for the model to cut its messages smaller.
+TEST_CASE("schedules in planned message sizes give the right results", "[selector]") {
+    const Topology t = preset("torus:4x2", 8);
+    const int channels = max_schedule_channels(t);
+    const size_t chunk = 16 * 1024; // int32 elements: 64 KiB, so 32 KiB is a candidate too
+    for (const AlgorithmInfo &a : algorithm_registry())
+        for (Collective coll : a.serves) {
+            if (coll == Collective::Send || coll == Collective::Recv || coll == Collective::Barrier) continue;
+            CallShape shape = make_shape(coll, 8, 3 * chunk + 5, false, 3, NNPCCL_INT32, NNPCCL_SUM);
+            CollectiveArgs args;
+            args.collective = coll;
+            args.nranks = 8;
+            args.root = shape.root;
+            if (!a.applies(args, t, nullptr)) continue;
+            INFO(a.name << " " << collective_name(coll));
+            const Builder build = [&a, &t, channels](const CollectiveArgs &call_args) {
+                Schedule s = a.build_planned(call_args, t);
+                CHECK(static_cast<int>(s.channels.size()) <= channels);
+                return s;
+            };
+            CHECK(simulate(shape, build, chunk) == 0);
+        }
 }
