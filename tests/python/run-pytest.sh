@@ -22,7 +22,7 @@ for module in numpy pytest; do
 done
 export NNPCCL_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1
 if [ $# -eq 0 ]; then
-    exec "$python" -m pytest -p no:cacheprovider -q "$tests_dir"
+    exec "$python" -m pytest -p no:cacheprovider -q --durations=10 "$tests_dir"
 fi
 cd "$tests_dir"
-exec "$python" -m pytest -p no:cacheprovider -q "$@"
+exec "$python" -m pytest -p no:cacheprovider -q --durations=10 "$@"

@@ -43,14 +43,21 @@ import time
 import traceback
 
 KILL_BOUND_S = 5.0
-STOP_TIMEOUT_S = 3  # NNPCCL_TIMEOUT of the stop trials
-STOP_MARGIN_S = 2.0
+# NNPCCL_TIMEOUT of the stop trials. It bounds init and every wait before
+# the stop too, so it must outlast what a loaded 2-core machine does to an
+# 8-rank job beside another: a rank's init, or a rank left unscheduled for
+# seconds (3 s was seen to run out there, in init and mid-sequence alike).
+STOP_TIMEOUT_S = 10
+# The error's delay past NNPCCL_TIMEOUT: the wait that notices it, then
+# the failure's way to every survivor, on a loaded machine.
+STOP_MARGIN_S = 5.0
 # Kill trials run with a long NNPCCL_TIMEOUT, so that a death the library
 # fails to notice shows as a hang, not as a timeout passing for detection.
 KILL_TIMEOUT_S = 60
 # After the error is due: a survivor's teardown, descriptor count and exit.
 TEARDOWN_S = 10.0
 INIT_DEADLINE_S = 40.0
+JOB_END_S = 30.0
 # A descriptor may outlive the communicator briefly where a detached thread
 # (the rendezvous root hosted by rank 0) closes it once the peers are gone.
 FD_SETTLE_S = 3.0
@@ -580,7 +587,7 @@ def _rendezvous_files(job):
 
 # One job's ranks init at a time: an init is the busiest part of a job (8
 # ranks fault in their shared memory, libfabric loads its providers), and
-# two of them on two cores can outlast the 3 s NNPCCL_TIMEOUT of the stop
+# two of them on two cores can outlast the short NNPCCL_TIMEOUT of the stop
 # trials, which bounds init too.
 _INIT_LOCK = threading.Lock()
 
@@ -664,7 +671,9 @@ def run_trial(base_dir, plan):
                 problems.append(f"rank 0 still running {FD_SETTLE_S + 5} s after the stopped rank was killed: "
                                 f"{_describe(pids[0])}")
         try:
-            proc.wait(timeout=5)
+            # Its ranks have ended or been killed: it has only to reap them,
+            # which a loaded machine may not let it do for seconds.
+            proc.wait(timeout=JOB_END_S)
         except subprocess.TimeoutExpired:
             problems.append("the job process did not end")
         time.sleep(0.02)

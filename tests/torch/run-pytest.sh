@@ -26,4 +26,4 @@ export NNPCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo
 # The tests live in the source tree, which a build should leave untouched.
 export PYTHONDONTWRITEBYTECODE=1
 cd "$tests_dir"
-exec "$python" -m pytest -p no:cacheprovider -q -W ignore::UserWarning "$@"
+exec "$python" -m pytest -p no:cacheprovider -q --durations=10 -W ignore::UserWarning "$@"
