@@ -199,30 +199,36 @@ bool read_links(FileReader &r, const JsonValue &links, const Defaults &defaults,
     return true;
 }
 
-// A file that says "torus" must be one: X*Y chips, each cabled to exactly
-// its four neighbours (fewer where a dimension is 1 or 2).
+// A file that says "torus" must be one: X*Y(*Z) chips, each cabled to
+// exactly its four (six) neighbours (fewer where a dimension is 1 or 2).
 bool check_torus(FileReader &r, const JsonValue &at, Machine *m) {
-    TorusDims d = m->torus();
-    if (static_cast<long>(d.x) * d.y != m->num_chips())
-        return r.fail(at, "torus", "a " + std::to_string(d.x) + "x" + std::to_string(d.y) + " torus has " +
-                                       std::to_string(d.x * d.y) + " chips, the file has " +
-                                       std::to_string(m->num_chips()));
-    auto chip = [&](int x, int y) { return (x + d.x) % d.x + ((y + d.y) % d.y) * d.x; };
-    for (int y = 0; y < d.y; ++y)
-        for (int x = 0; x < d.x; ++x) {
-            int c = chip(x, y);
-            int expected[4] = {chip(x + 1, y), chip(x - 1, y), chip(x, y + 1), chip(x, y - 1)};
-            for (int n : expected)
-                if (n != c && !m->has_duplex_link(c, n))
-                    return r.fail(at, "torus", "chips " + std::to_string(c) + " and " + std::to_string(n) +
-                                                   " are torus neighbours but not cabled both ways");
-            for (int l : m->out_links(c)) {
-                int to = m->links()[static_cast<size_t>(l)].to;
-                if (std::find(std::begin(expected), std::end(expected), to) == std::end(expected))
-                    return r.fail(at, "torus", "link " + std::to_string(c) + "->" + std::to_string(to) +
-                                                   " joins chips that are not torus neighbours");
-            }
+    const TorusDims d = m->torus();
+    const int dims[3] = {d.x, d.y, d.z}, stride[3] = {1, d.x, d.x * d.y};
+    std::string shape = std::to_string(d.x) + "x" + std::to_string(d.y);
+    if (d.z > 1) shape += "x" + std::to_string(d.z);
+    if (static_cast<long>(d.x) * d.y * d.z != m->num_chips())
+        return r.fail(at, "torus",
+                      "a " + shape + " torus has " + std::to_string(static_cast<long>(d.x) * d.y * d.z) +
+                          " chips, the file has " + std::to_string(m->num_chips()));
+    for (int c = 0; c < m->num_chips(); ++c) {
+        std::vector<int> expected;
+        for (int k = 0; k < 3; ++k) {
+            const int a = c / stride[k] % dims[k];
+            for (int step : {1, dims[k] - 1}) expected.push_back(c + ((a + step) % dims[k] - a) * stride[k]);
         }
+        for (int n : expected)
+            if (n != c && !m->has_duplex_link(c, n))
+                return r.fail(at, "torus",
+                              "chips " + std::to_string(c) + " and " + std::to_string(n) +
+                                  " are torus neighbours but not cabled both ways");
+        for (int l : m->out_links(c)) {
+            int to = m->links()[static_cast<size_t>(l)].to;
+            if (std::find(expected.begin(), expected.end(), to) == expected.end())
+                return r.fail(at, "torus",
+                              "link " + std::to_string(c) + "->" + std::to_string(to) +
+                                  " joins chips that are not torus neighbours");
+        }
+    }
     return true;
 }
 
@@ -306,13 +312,14 @@ bool read_topology_text(const std::string &text, const std::string &source, Topo
     if (torus != nullptr) {
         if (shape == nullptr) m.set_shape(Shape::Torus);
         if (m.shape() != Shape::Torus) return r.fail(*torus, "torus", "given but \"shape\" is not \"torus\"");
-        if (torus->kind != JsonValue::Kind::Array || torus->items.size() != 2)
-            return r.fail(*torus, "torus", "expected [X, Y], found " + FileReader::describe(*torus));
-        long x = 0, y = 0;
+        if (torus->kind != JsonValue::Kind::Array || torus->items.size() < 2 || torus->items.size() > 3)
+            return r.fail(*torus, "torus", "expected [X, Y] or [X, Y, Z], found " + FileReader::describe(*torus));
+        long x = 0, y = 0, z = 1;
         if (!r.integer(torus->items[0], "torus[0]", 1, kMaxFileChips, &x) ||
-            !r.integer(torus->items[1], "torus[1]", 1, kMaxFileChips, &y))
+            !r.integer(torus->items[1], "torus[1]", 1, kMaxFileChips, &y) ||
+            (torus->items.size() == 3 && !r.integer(torus->items[2], "torus[2]", 1, kMaxFileChips, &z)))
             return false;
-        m.set_torus({static_cast<int>(x), static_cast<int>(y)});
+        m.set_torus({static_cast<int>(x), static_cast<int>(y), static_cast<int>(z)});
         if (!check_torus(r, *torus, &m)) return false;
     } else if (m.shape() == Shape::Torus) {
         return r.fail(*shape, "shape", "a torus needs \"torus\": [X, Y]");
@@ -375,7 +382,11 @@ std::string topology_to_json(const Machine &m, const std::vector<int> &placement
     std::ostringstream out;
     out << "{\n  \"nnpccl_topology\": 1,\n  \"name\": " << quoted(m.name()) << ",\n";
     out << "  \"shape\": " << quoted(shape_name(m.shape())) << ",\n";
-    if (m.shape() == Shape::Torus) out << "  \"torus\": [" << m.torus().x << ", " << m.torus().y << "],\n";
+    if (m.shape() == Shape::Torus) {
+        out << "  \"torus\": [" << m.torus().x << ", " << m.torus().y;
+        if (m.torus().z > 1) out << ", " << m.torus().z;
+        out << "],\n";
+    }
 
     // The most common port count becomes the default; chips that differ say so.
     std::map<int, int> port_counts;

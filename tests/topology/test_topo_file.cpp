@@ -44,7 +44,9 @@ bool same_machine(const Machine &a, const Machine &b) {
     if (a.name() != b.name() || a.shape() != b.shape() || a.num_chips() != b.num_chips() ||
         a.links().size() != b.links().size())
         return false;
-    if (a.shape() == Shape::Torus && (a.torus().x != b.torus().x || a.torus().y != b.torus().y)) return false;
+    if (a.shape() == Shape::Torus &&
+        (a.torus().x != b.torus().x || a.torus().y != b.torus().y || a.torus().z != b.torus().z))
+        return false;
     for (int c = 0; c < a.num_chips(); ++c)
         if (a.chip(c).host != b.chip(c).host || a.chip(c).ports != b.chip(c).ports ||
             a.chip(c).injection_gbps != b.chip(c).injection_gbps || a.chip(c).network != b.chip(c).network)
@@ -154,8 +156,8 @@ TEST_CASE("no prefix or corruption of a good file crashes the reader", "[file]")
 }
 
 TEST_CASE("every preset survives the JSON round trip", "[file]") {
-    for (const char *spec :
-         {"ring:5", "fc:8", "hcm8", "nnpt-hcm8", "nnpt-pod32", "nnpt-pod1024", "torus:3x5", "hosts:2x3", "hosts:3,1"}) {
+    for (const char *spec : {"ring:5", "fc:8", "hcm8", "nnpt-hcm8", "nnpt-pod32", "nnpt-pod1024", "torus:3x5",
+                             "torus:4x3x2", "hosts:2x3", "hosts:3,1"}) {
         INFO(spec);
         Topology t;
         std::string error;
