@@ -35,8 +35,11 @@
 // butterfly's data layout, and each rank's partner per step is Swing's.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
+#include <string>
+#include <tuple>
 
 #include "builders.hpp"
 #include "butterfly.hpp"
@@ -248,6 +251,39 @@ struct SwingRoutes {
     }
 };
 
+// What each step's transfers cost (concurrent()), which the message size
+// does not change: the model asks for one call at several sizes
+// (chunk_choice.cpp), and on 16,384 ranks tracing the steps' routes is
+// most of a prediction. The last call shape's are kept, per thread; the
+// machine is named as chunk_choice.cpp names it.
+struct SwingStepCosts {
+    std::vector<FlowCost> cost;
+    std::vector<double> bytes; // of each transfer of the step
+};
+using StepKey = std::tuple<bool, int, size_t, size_t, int, int, const Topology *, std::string, size_t, size_t>;
+
+std::shared_ptr<const SwingStepCosts> swing_step_costs(const CollectiveArgs &args, const Topology &t,
+                                                       const SwingShape &shape, bool latency_optimal) {
+    static thread_local StepKey last_key;
+    static thread_local std::shared_ptr<const SwingStepCosts> last;
+    StepKey key{latency_optimal, static_cast<int>(args.collective), args.count, args.elem_size, args.root,
+                args.nranks, &t, t.name(), t.machine().links().size(), t.machine().chips().size()};
+    if (last != nullptr && key == last_key) return last;
+    const SwingRoutes routes_of(shape, args.nranks);
+    const double share = static_cast<double>(call_bytes(args)) / shape.channels;
+    auto costs = std::make_shared<SwingStepCosts>();
+    for (int s = 0; s < routes_of.plain.rounds(); ++s) {
+        const std::vector<Flow> flows = routes_of.step(s, latency_optimal ? share : share / (2 << s));
+        RouteTable routes(t);
+        routes.trace(flows);
+        costs->cost.push_back(flows.empty() ? FlowCost{} : concurrent(t, flows, &routes));
+        costs->bytes.push_back(flows.empty() ? 0 : flows.front().bytes);
+    }
+    last_key = std::move(key);
+    last = costs;
+    return last;
+}
+
 // Per step s of the L = log2 p2 (in both phases, or once for the latency
 // variant, and for reduce-scatter and allgather): every channel's
 // transfers at once, at the longest route's latency plus the bytes through
@@ -258,26 +294,11 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     const int p = args.nranks;
     if (p <= 1) return 0;
     const SwingShape shape = latency_optimal ? swing_shape(t, p) : bandwidth_shape(t, p, args.collective);
-    const SwingRoutes routes_of(shape, p);
-    const int active = routes_of.plain.active_count(), extras = p - active, rounds = routes_of.plain.rounds();
+    const HalvingDoublingPattern plain(p, 0);
+    const int active = plain.active_count(), extras = p - active, rounds = plain.rounds();
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
-    const double share = total / shape.channels;
     const bool host = t.machine().shape() == Shape::Flat;
-    std::vector<std::vector<Flow>> steps;
-    std::vector<Flow> every;
-    for (int s = 0; s < rounds; ++s) {
-        steps.push_back(routes_of.step(s, latency_optimal ? share : share / (2 << s)));
-        every.insert(every.end(), steps.back().begin(), steps.back().end());
-    }
-    std::vector<Flow> fold_in, fold_out;
-    for (int v = 0; v < extras; ++v) {
-        fold_in.push_back({2 * v, 2 * v + 1, 0});
-        fold_out.push_back({2 * v + 1, 2 * v, 0});
-    }
-    every.insert(every.end(), fold_in.begin(), fold_in.end());
-    every.insert(every.end(), fold_out.begin(), fold_out.end());
-    RouteTable routes(t);
-    routes.trace(every);
+    const std::shared_ptr<const SwingStepCosts> steps = swing_step_costs(args, t, shape, latency_optimal);
     // On the host every message's α is the rank's work. On a machine a
     // round's messages stream behind the first (its route's latency, its
     // transfer and its reduction), kSwingSendsAhead + 1 in flight, so the
@@ -285,23 +306,29 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     // A reduce-scatter or allgather step sends each rank's block part
     // apart where they do not touch (the labels are not in rank order, and
     // with several channels each takes a part of every block).
-    auto time_us = [&](const std::vector<Flow> &flows, double runs) {
-        if (flows.empty()) return 0.0;
-        const FlowCost cost = concurrent(t, flows, &routes);
-        const double count = std::max(runs, messages(flows.front().bytes, chunk));
+    auto time_us = [&](const FlowCost &cost, double bytes, double runs) {
+        const double count = std::max(runs, messages(bytes, chunk));
         if (host) return count * cost.latency_us + cost.transfer_us;
         const double each = cost.transfer_us / count;
-        const double reduce_us = with_reduction(t, inputs, args.elem_size, 0, flows.front().bytes / count);
+        const double reduce_us = with_reduction(t, inputs, args.elem_size, 0, bytes / count);
         const double round_trip = each + cost.latency_us + reduce_us;
         const double pace = std::max(each, round_trip / static_cast<double>(kSwingSendsAhead + 1));
         return round_trip + (count - 1) * pace;
+    };
+    auto flows_us = [&](const std::vector<Flow> &flows, double runs) {
+        if (flows.empty()) return 0.0;
+        RouteTable routes(t);
+        routes.trace(flows);
+        return time_us(concurrent(t, flows, &routes), flows.front().bytes, runs);
     };
     const bool both_phases = args.collective == Collective::Allreduce && !latency_optimal;
     double us = 0;
     const bool blockwise = args.collective != Collective::Allreduce;
     for (int s = 0; s < rounds; ++s) {
         const double runs = blockwise && total > 0 ? static_cast<double>(active >> (s + 1)) : 1;
-        us += (both_phases ? 2 : 1) * time_us(steps[static_cast<size_t>(s)], runs);
+        const auto at = static_cast<size_t>(s);
+        if (steps->bytes[at] > 0 || steps->cost[at].transfer_us > 0 || steps->cost[at].latency_us > 0)
+            us += (both_phases ? 2 : 1) * time_us(steps->cost[at], steps->bytes[at], runs);
     }
     const bool reduces = args.collective != Collective::Allgather;
     double reduced = !reduces ? 0 : latency_optimal ? rounds * total : (active - 1.0) / active * total;
@@ -310,9 +337,13 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
         const double back = args.collective == Collective::Allreduce       ? total
                             : args.collective == Collective::ReduceScatter ? total / p
                                                                            : (p - 1.0) / p * total;
-        for (Flow &f : fold_in) f.bytes = in / shape.channels;
-        for (Flow &f : fold_out) f.bytes = (host ? back : std::min(back, chunk * shape.channels)) / shape.channels;
-        us += time_us(fold_in, 1) + time_us(fold_out, 1);
+        std::vector<Flow> fold_in, fold_out;
+        for (int v = 0; v < extras; ++v) {
+            fold_in.push_back({2 * v, 2 * v + 1, in / shape.channels});
+            fold_out.push_back(
+                {2 * v + 1, 2 * v, (host ? back : std::min(back, chunk * shape.channels)) / shape.channels});
+        }
+        us += flows_us(fold_in, 1) + flows_us(fold_out, 1);
         if (reduces) reduced += total;
     }
     return host_lockstep(t, inputs, with_reduction(t, inputs, args.elem_size, us, reduced));
