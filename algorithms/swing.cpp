@@ -255,19 +255,23 @@ struct SwingRoutes {
 // does not change: the model asks for one call at several sizes
 // (chunk_choice.cpp), and on 16,384 ranks tracing the steps' routes is
 // most of a prediction. The last call shape's are kept, per thread; the
-// machine is named as chunk_choice.cpp names it.
+// machine is named as chunk_choice.cpp names it, and the ranks' places on
+// it too (a topology made after another's end may take its address).
 struct SwingStepCosts {
     std::vector<FlowCost> cost;
     std::vector<double> bytes; // of each transfer of the step
 };
-using StepKey = std::tuple<bool, int, size_t, size_t, int, int, const Topology *, std::string, size_t, size_t>;
+using StepKey =
+    std::tuple<bool, int, size_t, size_t, int, int, const Topology *, std::string, size_t, size_t, std::vector<int>>;
 
 std::shared_ptr<const SwingStepCosts> swing_step_costs(const CollectiveArgs &args, const Topology &t,
                                                        const SwingShape &shape, bool latency_optimal) {
     static thread_local StepKey last_key;
     static thread_local std::shared_ptr<const SwingStepCosts> last;
+    std::vector<int> places(static_cast<size_t>(args.nranks));
+    for (int r = 0; r < args.nranks; ++r) places[static_cast<size_t>(r)] = t.chip_of(r);
     StepKey key{latency_optimal, static_cast<int>(args.collective), args.count, args.elem_size, args.root,
-                args.nranks, &t, t.name(), t.machine().links().size(), t.machine().chips().size()};
+                args.nranks, &t, t.name(), t.machine().links().size(), t.machine().chips().size(), std::move(places)};
     if (last != nullptr && key == last_key) return last;
     const SwingRoutes routes_of(shape, args.nranks);
     const double share = static_cast<double>(call_bytes(args)) / shape.channels;
