@@ -49,8 +49,9 @@ KILL_BOUND_S = 5.0
 # seconds (3 s was seen to run out there, in init and mid-sequence alike).
 STOP_TIMEOUT_S = 10
 # The error's delay past NNPCCL_TIMEOUT: the wait that notices it, then
-# the failure's way to every survivor, on a loaded machine.
-STOP_MARGIN_S = 5.0
+# the failure's way from rank to rank to every survivor, each a wake-up
+# that a loaded machine delays (5 s was seen to run out there).
+STOP_MARGIN_S = 10.0
 # Kill trials run with a long NNPCCL_TIMEOUT, so that a death the library
 # fails to notice shows as a hang, not as a timeout passing for detection.
 KILL_TIMEOUT_S = 60
