@@ -109,7 +109,7 @@ void add_run_options(CLI::App &app, CommandLine *cl) {
         ->check(CLI::IsMember({"auto", "shm", "ofi", "socket"}))
         ->type_name("T");
     app.add_option("--topo", cl->topo,
-                   "plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY,\n"
+                   "plan on this machine: a preset (flat, ring:N, fc:N, hcm8, torus:XxY, torus:XxYxZ,\n"
                    "nnpt-ring8, nnpt-hcm8, nnpt-pod32, nnpt-pod1024, hosts:HxL, hosts:A,B,...)\n"
                    "or a topology file;\n"
                    "sets NNPCCL_TOPO (NNPCCL_EMULATE_LINKS=1 also paces traffic to its links)")

@@ -121,7 +121,7 @@ typedef struct {
 typedef struct {
     char topology[64];       /**< the machine's name ("flat", "nnpt-hcm8", ...) */
     int nranks;
-    size_t chunk_bytes;      /**< the pipelining chunk the schedules use */
+    size_t chunk_bytes;      /**< the chosen algorithm's largest message (its pipelining chunk) */
     double host_reduce_us_per_byte; /**< the model's sum speed (measured with NNPCCL_TUNE=1) */
     double ranks_per_core;   /**< as if the ranks ran on this host */
     int algorithms_forced;   /**< 1 when NNPCCL_ALGO forces anything */

@@ -582,8 +582,17 @@ def _read(path):
         return None
 
 
+def _rendezvous_dir():
+    """Where the library puts one-host rendezvous files (src/launch_env.cpp)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return runtime if runtime else f"/tmp/nnpccl-rendezvous-{os.getuid()}"
+
+
 def _rendezvous_files(job):
-    return [n for n in os.listdir("/tmp") if n.startswith("nnpccl-") and n.endswith(f"-{job}.id")]
+    where = _rendezvous_dir()
+    if not os.path.isdir(where):
+        return []
+    return [n for n in os.listdir(where) if n.startswith("nnpccl-") and n.endswith(f"-{job}.id")]
 
 
 # One job's ranks init at a time: an init is the busiest part of a job (8
@@ -704,7 +713,7 @@ def run_trial(base_dir, plan):
             _stop_all([proc.pid])
             proc.wait()
         if _rendezvous_files(spec["job"]):
-            outcome["leaks"].append(f"rendezvous files left in /tmp: {_rendezvous_files(spec['job'])}")
+            outcome["leaks"].append(f"rendezvous files left in {_rendezvous_dir()}: {_rendezvous_files(spec['job'])}")
         outcome["seconds"] = time.monotonic() - began
     return outcome
 
