@@ -92,12 +92,13 @@ EOF
     fi
 }
 
-# Ring allreduce of 64 KiB on nnpt-ring8: the ring both ways (2 channels),
-# one slice each: 2p-1 steps per channel and rank.
-check "ring allreduce, nnpt-ring8" $((8 * 2 * 15)) 2 8 allreduce --topo nnpt-ring8 -b 64K -e 64K --algo ring
-# The same on nnpt-hcm8: two rings both ways (4 channels) whose reductions
-# meet on every chip.
-check "ring allreduce, nnpt-hcm8" $((8 * 4 * 15)) 4 8 allreduce --topo nnpt-hcm8 -b 256K -e 256K --algo ring
+# Ring allreduce of 64 KiB on nnpt-ring8: the ring both ways, two channels
+# per direction on a machine of links (4 channels), one slice each: 2p-1
+# steps per channel and rank.
+check "ring allreduce, nnpt-ring8" $((8 * 4 * 15)) 4 8 allreduce --topo nnpt-ring8 -b 64K -e 64K --algo ring
+# The same on nnpt-hcm8: two rings both ways, two channels each (8
+# channels), whose reductions meet on every chip.
+check "ring allreduce, nnpt-hcm8" $((8 * 8 * 15)) 8 8 allreduce --topo nnpt-hcm8 -b 256K -e 256K --algo ring
 # Direct allreduce of one chunk on nnpt-hcm8: p-1 sends and p folds per rank.
 check "direct allreduce, nnpt-hcm8" $((8 * (7 + 8))) 1 8 allreduce --topo nnpt-hcm8 -b 64K -e 64K --algo direct
 # sendrecv of 3 chunks on ring:4: a send and a recv per rank, side by side
