@@ -148,6 +148,9 @@ TEST_CASE("a rank with unmatched pending work destroys promptly once its peer ha
     unsetenv("NNPCCL_TRANSPORT");
 }
 
+// How long rank 2 lets rank 0 start waiting for it before it leaves.
+constexpr useconds_t kLeaveAfterUs = 1500000;
+
 TEST_CASE("a rank that leaves is heard of promptly by a peer it never exchanged a message with", "[mp][leaving]") {
     // Rank 2 talks to rank 1 only, then destroys its communicator while
     // rank 0 waits to receive from it: rank 0 had no stream to rank 2 (over
@@ -161,7 +164,7 @@ TEST_CASE("a rank that leaves is heard of promptly by a peer it never exchanged 
               std::vector<float> buf(256, 1.0f);
               if (rank == 2) {
                   if (nnpccl_send(buf.data(), buf.size(), NNPCCL_FLOAT32, 1, comm) != NNPCCL_SUCCESS) return 1;
-                  usleep(300000); // rank 0 is waiting by now
+                  usleep(kLeaveAfterUs); // rank 0 is waiting by now, even on a loaded machine
                   return nnpccl_comm_destroy(comm) == NNPCCL_SUCCESS ? 0 : 1;
               }
               if (rank == 1) {
@@ -175,7 +178,8 @@ TEST_CASE("a rank that leaves is heard of promptly by a peer it never exchanged 
               const double seconds = seconds_since(t0);
               const std::string message = nnpccl_get_last_error(comm);
               const bool ok =
-                  rc == NNPCCL_ERR_REMOTE && seconds < 3 && message.find("rank 2 has left") != std::string::npos;
+                  rc == NNPCCL_ERR_REMOTE && seconds < kLeaveAfterUs / 1e6 + 3 &&
+                                message.find("rank 2 has left") != std::string::npos;
               std::fprintf(stderr, "rank 0: recv from rank 2: %s after %.2f s: %s%s\n", nnpccl_get_error_string(rc),
                            seconds, message.c_str(), ok ? "" : " (FAILED)");
               nnpccl_comm_abort(comm);
