@@ -177,9 +177,8 @@ TEST_CASE("a rank that leaves is heard of promptly by a peer it never exchanged 
               const nnpccl_result_t rc = nnpccl_recv(buf.data(), buf.size(), NNPCCL_FLOAT32, 2, comm);
               const double seconds = seconds_since(t0);
               const std::string message = nnpccl_get_last_error(comm);
-              const bool ok =
-                  rc == NNPCCL_ERR_REMOTE && seconds < kLeaveAfterUs / 1e6 + 3 &&
-                                message.find("rank 2 has left") != std::string::npos;
+              const bool ok = rc == NNPCCL_ERR_REMOTE && seconds < kLeaveAfterUs / 1e6 + 3 &&
+                              message.find("rank 2 has left") != std::string::npos;
               std::fprintf(stderr, "rank 0: recv from rank 2: %s after %.2f s: %s%s\n", nnpccl_get_error_string(rc),
                            seconds, message.c_str(), ok ? "" : " (FAILED)");
               nnpccl_comm_abort(comm);
