@@ -53,6 +53,9 @@ struct SlotPool {
     std::vector<unsigned char *> lent; // by ring index (seq % slots), while its message is in flight
     std::vector<unsigned char *> idle; // most recently returned last
 
+    SlotPool() = default;
+    SlotPool(const SlotPool &) = delete;
+    SlotPool &operator=(const SlotPool &) = delete;
     bool allocate(int slots, size_t slot_bytes);
     ~SlotPool();
     // The slot of the message at ring `index`, lent on first asking.
@@ -65,6 +68,7 @@ struct SlotPool {
         return slot;
     }
     void give_back(size_t index) {
+        if (lent[index] == nullptr) return; // a message of no bytes that nobody looked at
         idle.push_back(lent[index]);
         lent[index] = nullptr;
     }
