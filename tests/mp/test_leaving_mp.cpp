@@ -20,6 +20,7 @@
 
 #include "local_launch.hpp"
 #include "mp_support.hpp"
+#include "sanitizer_build.hpp"
 
 namespace {
 
@@ -27,31 +28,11 @@ namespace {
 // run out, and a sanitizer's runtime maps shadow memory and allocates
 // outside the limit's accounting, then aborts when a mapping fails: under
 // one, the tests that set it are left to the plain build.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = kAddressSanitizer || kThreadSanitizer;
 // ThreadSanitizer holds an asynchronous signal back until the thread reaches
 // a point of its own choosing (a blocking call, the call's return), so a
 // handler cannot be timed to land inside a call there.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kSignalsDeferred = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kSignalsDeferred = true;
-#else
-constexpr bool kSignalsDeferred = false;
-#endif
-#else
-constexpr bool kSignalsDeferred = false;
-#endif
+constexpr bool kSignalsDeferred = kThreadSanitizer;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -25,39 +25,17 @@
 #include "local_launch.hpp"
 #include "mp_support.hpp"
 #include "nnpccl_inspect.h"
+#include "sanitizer_build.hpp"
 
 namespace {
 
 // ThreadSanitizer holds an asynchronous signal back until a point of its
 // own choosing, and reports a fork of a process whose threads hold locks:
-// the two tests here are left to the plain and ASan builds.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-
-// AddressSanitizer's own operator new and delete must pair with each other:
+// the two tests here are left to the plain and ASan builds
+// (kThreadSanitizer). AddressSanitizer's own operator new and delete must pair with each other:
 // this program's replacements (below), which count allocations, are left
 // out of an ASan build, which checks the rest of each test.
-#if defined(__SANITIZE_ADDRESS__)
-#define NNPCCL_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NNPCCL_TEST_ASAN 1
-#endif
-#endif
-#ifdef NNPCCL_TEST_ASAN
-constexpr bool kCountsAllocations = false;
-#else
-constexpr bool kCountsAllocations = true;
-#endif
+constexpr bool kCountsAllocations = !kAddressSanitizer;
 
 // Set while a signal handler runs a library call: an allocation then is
 // counted, since the handler may have interrupted the allocator itself.
