@@ -164,15 +164,20 @@ namespace {
 // all cost the same and rounds run in lockstep:
 //   allreduce            (2h + k - 1)·(α + T)
 //   broadcast, reduce    (h + k - 1)·(α + T)
-double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    const int p = args.nranks;
-    if (p <= 1) return 0;
-    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
-    const bool allreduce = args.collective == Collective::Allreduce;
-    const int root = allreduce ? -1 : args.root;
-    const bool up = args.collective != Collective::Broadcast, down = args.collective != Collective::Reduce;
-    const bool traced = p <= kTracedSources;
-    std::vector<int> parents[2];
+// One chunk over one tree edge: its route's latency, and its whole time
+// (going up, with the parent's reduction of it).
+struct Crossing {
+    double latency_us = 0, us = 0;
+};
+// The longest way of a chunk between a rank and the top (W), its latencies
+// alone, and the slowest edge a chunk crosses; one per direction.
+struct Way {
+    double us = 0, latency_us = 0, edge_us = 0;
+};
+
+// Each tree's parent of every rank (the pattern's up to kTracedSources
+// ranks, the topology's embedding beyond); returns the taller tree's height.
+int tree_parents(const Topology &t, int p, int root, bool traced, std::vector<int> (&parents)[2]) {
     int height = 0;
     for (int which = 0; which < 2; ++which) {
         if (traced) {
@@ -186,6 +191,58 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
             height = std::max(height, t.double_binary_tree(which).depth);
         }
     }
+    return height;
+}
+
+// The up (0) and down (1) ways over both trees, each rank's walked once:
+// O(p) crossings. `crossing(which, node, above, upward)` costs one edge.
+template <class CrossingFn>
+void longest_ways(const std::vector<int> (&parents)[2], int p, const bool (&used)[2], const CrossingFn &crossing,
+                  Way (&ways)[2]) {
+    for (int which = 0; which < 2; ++which) {
+        const std::vector<int> &parent = parents[which];
+        std::vector<Way> to_top[2];
+        to_top[0].assign(static_cast<size_t>(p), Way{-1, -1, 0}); // -1: not yet known
+        to_top[1] = to_top[0];
+        for (int r = 0; r < p; ++r) {
+            std::vector<int> path; // r and its ancestors whose way is not yet known, nearest first
+            int at = r;
+            while (at >= 0 && to_top[0][static_cast<size_t>(at)].us < 0) {
+                path.push_back(at);
+                at = parent[static_cast<size_t>(at)];
+            }
+            for (int dir = 0; dir < 2; ++dir) {
+                Way known = at >= 0 ? to_top[dir][static_cast<size_t>(at)] : Way{};
+                for (size_t i = path.size(); i-- > 0;) {
+                    const int node = path[i], above = parent[static_cast<size_t>(node)];
+                    if (above >= 0 && used[dir]) {
+                        const Crossing c = crossing(which, node, above, dir == 0);
+                        known.us += c.us;
+                        known.latency_us += c.latency_us;
+                        ways[dir].edge_us = std::max(ways[dir].edge_us, c.us - c.latency_us);
+                    }
+                    to_top[dir][static_cast<size_t>(node)] = known;
+                }
+            }
+            const size_t at_r = static_cast<size_t>(r);
+            for (int dir = 0; dir < 2; ++dir) {
+                ways[dir].us = std::max(ways[dir].us, to_top[dir][at_r].us);
+                ways[dir].latency_us = std::max(ways[dir].latency_us, to_top[dir][at_r].latency_us);
+            }
+        }
+    }
+}
+
+double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const int p = args.nranks;
+    if (p <= 1) return 0;
+    const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
+    const bool allreduce = args.collective == Collective::Allreduce;
+    const int root = allreduce ? -1 : args.root;
+    const bool up = args.collective != Collective::Broadcast, down = args.collective != Collective::Reduce;
+    const bool traced = p <= kTracedSources;
+    std::vector<int> parents[2];
+    const int height = tree_parents(t, p, root, traced, parents);
     const double half = total / 2, pieces = messages(half, chunk), piece = half / std::max(1.0, pieces);
     std::vector<Flow> directed[2], stage; // up, down; both
     for (const std::vector<int> &parent : parents)
@@ -205,12 +262,6 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
         return host_lockstep(
             t, inputs, with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced));
     }
-    // One chunk over one edge: its route's latency and bandwidth (the
-    // embedding's routes beyond kTracedSources ranks), and going up, the
-    // parent's reduction of it.
-    struct Crossing {
-        double latency_us = 0, us = 0;
-    };
     const double reduce_piece = with_reduction(t, inputs, args.elem_size, 0, piece);
     auto crossing = [&](int which, int node, int above, bool upward) {
         const Route *r = nullptr;
@@ -219,49 +270,14 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
         if (r == nullptr || !r->reachable) return Crossing{kInfinity, kInfinity};
         return Crossing{r->latency_us, r->latency_us + us_for(piece, r->gbps) + (upward ? reduce_piece : 0)};
     };
-    // Per direction: the longest way of a chunk between a rank and the top
-    // (W), its latencies alone, and the slowest edge a chunk crosses.
-    struct Way {
-        double us = 0, latency_us = 0, edge_us = 0;
-    };
     Way ways[2]; // up, down
-    for (int which = 0; which < 2; ++which) {
-        const std::vector<int> &parent = parents[which];
-        std::vector<Way> to_top[2];
-        to_top[0].assign(static_cast<size_t>(p), Way{-1, -1, 0}); // -1: not yet known
-        to_top[1] = to_top[0];
-        for (int r = 0; r < p; ++r) {
-            std::vector<int> path; // r and its ancestors whose way is not yet known, nearest first
-            int at = r;
-            while (at >= 0 && to_top[0][static_cast<size_t>(at)].us < 0) {
-                path.push_back(at);
-                at = parent[static_cast<size_t>(at)];
-            }
-            for (int dir = 0; dir < 2; ++dir) {
-                Way known = at >= 0 ? to_top[dir][static_cast<size_t>(at)] : Way{};
-                for (size_t i = path.size(); i-- > 0;) {
-                    const int node = path[i], above = parent[static_cast<size_t>(node)];
-                    if (above >= 0 && (dir == 0 ? up : down)) {
-                        const Crossing c = crossing(which, node, above, dir == 0);
-                        known.us += c.us;
-                        known.latency_us += c.latency_us;
-                        ways[dir].edge_us = std::max(ways[dir].edge_us, c.us - c.latency_us);
-                    }
-                    to_top[dir][static_cast<size_t>(node)] = known;
-                }
-            }
-            const size_t at_r = static_cast<size_t>(r);
-            for (int dir = 0; dir < 2; ++dir) {
-                ways[dir].us = std::max(ways[dir].us, to_top[dir][at_r].us);
-                ways[dir].latency_us = std::max(ways[dir].latency_us, to_top[dir][at_r].latency_us);
-            }
-        }
-    }
+    const bool used[2] = {up, down};
+    longest_ways(parents, p, used, crossing, ways);
     // k chunks down (or up) the trees: the first one's way and the others
     // behind it at the slowest edge's pace, or, where links are shared, the
     // busiest link's k stages between the way's latencies.
     auto pipeline = [&](int dir, double k) {
-        if (!(dir == 0 ? up : down)) return 0.0;
+        if (!used[dir]) return 0.0;
         const double busiest = concurrent(t, directed[dir], traced ? &routes : nullptr).transfer_us;
         const Way &w = ways[dir];
         return std::max(w.us + (k - 1) * w.edge_us, w.latency_us + k * busiest);
