@@ -196,9 +196,8 @@ int tree_parents(const Topology &t, int p, int root, bool traced, std::vector<in
 
 // The up (0) and down (1) ways over both trees, each rank's walked once:
 // O(p) crossings. `crossing(which, node, above, upward)` costs one edge.
-template <class CrossingFn>
-void longest_ways(const std::vector<int> (&parents)[2], int p, const bool (&used)[2], const CrossingFn &crossing,
-                  Way (&ways)[2]) {
+template <class CrossingFn> void longest_ways(const std::vector<int> (&parents)[2], int p, const bool (&used)[2],
+                                              const CrossingFn &crossing, Way (&ways)[2]) {
     for (int which = 0; which < 2; ++which) {
         const std::vector<int> &parent = parents[which];
         std::vector<Way> to_top[2];
@@ -260,13 +259,17 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
     if (t.machine().shape() == Shape::Flat) {
         const double stages = (allreduce ? 2 * height : height) + pieces - 1;
         return host_lockstep(
-            t, inputs, with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced));
+            t, inputs,
+            with_reduction(t, inputs, args.elem_size, stages * (cost.latency_us + cost.transfer_us), reduced));
     }
     const double reduce_piece = with_reduction(t, inputs, args.elem_size, 0, piece);
     auto crossing = [&](int which, int node, int above, bool upward) {
         const Route *r = nullptr;
-        if (traced) r = upward ? routes.find(node, above) : routes.find(above, node);
-        else r = &(upward ? t.double_binary_tree(which).up : t.double_binary_tree(which).down)[static_cast<size_t>(node)];
+        if (traced)
+            r = upward ? routes.find(node, above) : routes.find(above, node);
+        else
+            r = &(upward ? t.double_binary_tree(which).up
+                         : t.double_binary_tree(which).down)[static_cast<size_t>(node)];
         if (r == nullptr || !r->reachable) return Crossing{kInfinity, kInfinity};
         return Crossing{r->latency_us, r->latency_us + us_for(piece, r->gbps) + (upward ? reduce_piece : 0)};
     };
