@@ -135,6 +135,32 @@ std::vector<int> swing_index_of_label(const std::vector<int> &dims, int start, b
 
 } // namespace
 
+namespace {
+
+// A 3D torus whose every chip holds one rank, its dimensions powers of
+// two: its dimensions (those larger than 1) and the rank at each chip
+// (chip i + x·(j + y·k) at (i, j, k), first dimension fastest as
+// swing_peer() counts). False otherwise.
+bool torus3d_shape(const Topology &t, int nranks, SwingShape *shape) {
+    const Machine &m = t.machine();
+    const TorusDims d = m.torus();
+    if (m.shape() != Shape::Torus || d.z <= 1 || nranks != m.num_chips()) return false;
+    for (int size : {d.x, d.y, d.z})
+        if (log2_exact(size) < 0) return false;
+    std::vector<int> rank_at(static_cast<size_t>(nranks), -1);
+    for (int r = 0; r < nranks; ++r) {
+        const int chip = t.chip_of(r);
+        if (chip < 0 || chip >= nranks || rank_at[static_cast<size_t>(chip)] >= 0) return false;
+        rank_at[static_cast<size_t>(chip)] = r;
+    }
+    for (int size : {d.x, d.y, d.z})
+        if (size > 1) shape->dims.push_back(size);
+    shape->rank_at = std::move(rank_at);
+    return true;
+}
+
+} // namespace
+
 SwingShape swing_shape(const Topology &t, int nranks) {
     SwingShape shape;
     const RankGrid *grid = t.torus();
@@ -144,6 +170,8 @@ SwingShape swing_shape(const Topology &t, int nranks) {
         for (int d : {grid->x, grid->y})
             if (d > 1) shape.dims.push_back(d);
         shape.rank_at = grid->rank_at;
+    } else if (!flat) {
+        torus3d_shape(t, nranks, &shape);
     }
     shape.channels = flat ? 1 : 2 * std::max<int>(1, static_cast<int>(shape.dims.size()));
     return shape;
