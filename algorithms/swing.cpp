@@ -8,8 +8,9 @@
 //
 // so the steps' partners are |ρ(s)| = 1, 1, 3, 5, 11, ... hops away, about
 // 2/3 of recursive doubling's 1, 2, 4, 8, 16: the halving's first, largest
-// exchange goes one hop. On a torus the steps take the dimensions in turn
-// (each ring's coordinate swings by ρ of that dimension's own step count),
+// exchange goes one hop. On a torus (2D, or 3D with a rank on every chip)
+// the steps take the dimensions in turn (each ring's coordinate swings by
+// ρ of that dimension's own step count),
 // and 2D channels, each 1/(2D) of the data, start on a different dimension,
 // half of them mirrored (-ρ for even, +ρ for odd), so every port of a chip
 // carries bytes in every step. Each dimension must be a power of two;
