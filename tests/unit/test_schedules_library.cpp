@@ -18,8 +18,8 @@
 
 #include "patterns.hpp"
 #include "registry.hpp"
-#include "topology.hpp"
 #include "schedule_sim.hpp"
+#include "topology.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -168,7 +168,8 @@ TEST_CASE("swing takes a 3D torus preset's dimensions and is bit-exact there", "
         const AlgorithmInfo *a = find_algorithm(name);
         REQUIRE(a != nullptr);
         for (Collective c : a->serves)
-            check_grid(name, [a, &t](const CollectiveArgs &args) { return a->build(args, t); }, {c}, {8}, root_inside);
+            check_grid(
+                name, [a, &t](const CollectiveArgs &args) { return a->build(args, t); }, {c}, {8}, root_inside);
     }
 }
 
