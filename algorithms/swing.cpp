@@ -8,8 +8,9 @@
 //
 // so the steps' partners are |ρ(s)| = 1, 1, 3, 5, 11, ... hops away, about
 // 2/3 of recursive doubling's 1, 2, 4, 8, 16: the halving's first, largest
-// exchange goes one hop. On a torus the steps take the dimensions in turn
-// (each ring's coordinate swings by ρ of that dimension's own step count),
+// exchange goes one hop. On a torus (2D, or 3D with a rank on every chip)
+// the steps take the dimensions in turn (each ring's coordinate swings by
+// ρ of that dimension's own step count),
 // and 2D channels, each 1/(2D) of the data, start on a different dimension,
 // half of them mirrored (-ρ for even, +ρ for odd), so every port of a chip
 // carries bytes in every step. Each dimension must be a power of two;
@@ -135,6 +136,32 @@ std::vector<int> swing_index_of_label(const std::vector<int> &dims, int start, b
 
 } // namespace
 
+namespace {
+
+// A 3D torus whose every chip holds one rank, its dimensions powers of
+// two: its dimensions (those larger than 1) and the rank at each chip
+// (chip i + x·(j + y·k) at (i, j, k), first dimension fastest as
+// swing_peer() counts). False otherwise.
+bool torus3d_shape(const Topology &t, int nranks, SwingShape *shape) {
+    const Machine &m = t.machine();
+    const TorusDims d = m.torus();
+    if (m.shape() != Shape::Torus || d.z <= 1 || nranks != m.num_chips()) return false;
+    for (int size : {d.x, d.y, d.z})
+        if (log2_exact(size) < 0) return false;
+    std::vector<int> rank_at(static_cast<size_t>(nranks), -1);
+    for (int r = 0; r < nranks; ++r) {
+        const int chip = t.chip_of(r);
+        if (chip < 0 || chip >= nranks || rank_at[static_cast<size_t>(chip)] >= 0) return false;
+        rank_at[static_cast<size_t>(chip)] = r;
+    }
+    for (int size : {d.x, d.y, d.z})
+        if (size > 1) shape->dims.push_back(size);
+    shape->rank_at = std::move(rank_at);
+    return true;
+}
+
+} // namespace
+
 SwingShape swing_shape(const Topology &t, int nranks) {
     SwingShape shape;
     const RankGrid *grid = t.torus();
@@ -144,6 +171,8 @@ SwingShape swing_shape(const Topology &t, int nranks) {
         for (int d : {grid->x, grid->y})
             if (d > 1) shape.dims.push_back(d);
         shape.rank_at = grid->rank_at;
+    } else if (!flat) {
+        torus3d_shape(t, nranks, &shape);
     }
     shape.channels = flat ? 1 : 2 * std::max<int>(1, static_cast<int>(shape.dims.size()));
     return shape;

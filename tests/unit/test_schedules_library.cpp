@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "patterns.hpp"
+#include "registry.hpp"
 #include "schedule_sim.hpp"
+#include "topology.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -150,6 +152,25 @@ TEST_CASE("swing is bit-exact on 2D and 3D tori, in rank order or not", "[schedu
             check_grid("swing_latency torus", swing_torus(dims, scrambled, true), {Collective::Allreduce}, {n},
                        root_zero);
         }
+}
+
+// The registry's Swing entries as the selector builds them on a 3D torus
+// preset: its three dimensions, each rank at its chip.
+TEST_CASE("swing takes a 3D torus preset's dimensions and is bit-exact there", "[schedules][library]") {
+    Topology t;
+    REQUIRE(load_topology("torus:4x2x2", 16, &t).is_ok());
+    CHECK(swing_shape(t, 16).dims == std::vector<int>{4, 2, 2});
+    CHECK(swing_shape(t, 16).rank_at.size() == 16);
+    // The grid on the smallest one (16 ranks take 4x as long).
+    REQUIRE(load_topology("torus:2x2x2", 8, &t).is_ok());
+    CHECK(swing_shape(t, 8).dims == std::vector<int>{2, 2, 2});
+    for (const char *name : {"swing", "swing_latency", "swing_binomial"}) {
+        const AlgorithmInfo *a = find_algorithm(name);
+        REQUIRE(a != nullptr);
+        for (Collective c : a->serves)
+            check_grid(
+                name, [a, &t](const CollectiveArgs &args) { return a->build(args, t); }, {c}, {8}, root_inside);
+    }
 }
 
 TEST_CASE("swing binomial trees are bit-exact and deadlock-free from every root, on a ring or a torus",
