@@ -7,15 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <string_view>
+#include <iterator>
 #include <utility>
 
 #include "affinity.hpp"
 #include "comm.hpp"
 #include "emulated/emulated_transport.hpp"
+#include "init_wire.hpp"
 #include "job_hosts.hpp"
 #include "log.hpp"
 #include "ofi/ofi_transport.hpp"
@@ -48,76 +48,82 @@ const char *transport_mode_name(TransportMode mode) {
 // The settings every rank must share: those that decide plans (the
 // machine all plan on, and so which collective init steps run; the chunks
 // every message carries; the algorithms forced) and link emulation (a
-// collective init step, and the pace of every step). As "NAME=value"
-// lines, in a fixed order.
-std::string shared_settings(const Settings &settings) {
+// collective init step, and the pace of every step), under their
+// variables' names, in a fixed order.
+std::vector<NamedSetting> shared_settings(const Settings &settings) {
     const PlanningOptions &planning = settings.planning;
     std::string net;
     if (planning.network_gbps > 0) net = format("%g", planning.network_gbps);
     if (planning.network_latency_us >= 0) net += format(",%g", planning.network_latency_us);
-    std::string emulation = settings.emulation.links ? "1" : "0";
-    if (settings.emulation.links) emulation += format("\nNNPCCL_EMULATE_SCALE=%g", settings.emulation.scale);
-    return "NNPCCL_TOPO=" + (planning.topology.empty() ? std::string("flat") : planning.topology) +
-           "\nNNPCCL_NET=" + net + format("\nNNPCCL_CHUNK_SIZE=%zu", planning.chunk_bytes) +
-           "\nNNPCCL_ALGO=" + planning.algorithms + "\nNNPCCL_EMULATE_LINKS=" + emulation;
+    std::vector<NamedSetting> shared = {
+        {"NNPCCL_TOPO", planning.topology.empty() ? std::string("flat") : planning.topology},
+        {"NNPCCL_NET", net},
+        {"NNPCCL_CHUNK_SIZE", format("%zu", planning.chunk_bytes)},
+        {"NNPCCL_ALGO", planning.algorithms},
+        {"NNPCCL_EMULATE_LINKS", settings.emulation.links ? "1" : "0"}};
+    if (settings.emulation.links) shared.push_back({"NNPCCL_EMULATE_SCALE", format("%g", settings.emulation.scale)});
+    return shared;
 }
 
-// The first line in which two shared_settings() differ.
-std::pair<std::string, std::string> first_difference(const std::string &a, const std::string &b) {
-    size_t at_a = 0, at_b = 0;
-    while (true) {
-        const size_t end_a = std::min(a.find('\n', at_a), a.size()), end_b = std::min(b.find('\n', at_b), b.size());
-        std::string line_a = a.substr(at_a, end_a - at_a), line_b = b.substr(at_b, end_b - at_b);
-        if (line_a != line_b || end_a == a.size() || end_b == b.size()) return {line_a, line_b};
-        at_a = end_a + 1;
-        at_b = end_b + 1;
-    }
+// The first setting in which two ranks' shared_settings() differ, as
+// "NAME=value" on each side.
+std::pair<std::string, std::string> first_difference(const std::vector<NamedSetting> &a,
+                                                     const std::vector<NamedSetting> &b) {
+    auto line = [](const std::vector<NamedSetting> &all, size_t i, const std::string &other_name) {
+        return i < all.size() ? all[i].name + "=" + all[i].value : other_name + " unset";
+    };
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i)
+        if (i >= a.size() || i >= b.size() || !(a[i] == b[i]))
+            return {line(a, i, i < b.size() ? b[i].name : ""), line(b, i, i < a.size() ? a[i].name : "")};
+    return {};
+}
+
+// A mismatch of the shared settings between this rank and rank r, named
+// under the settings' variables; this rank knows where its own value came
+// from.
+Status settings_mismatch(const nnpccl_comm &comm, int r, const std::vector<NamedSetting> &mine,
+                         const std::vector<NamedSetting> &theirs) {
+    const auto [line, line_r] = first_difference(mine, theirs);
+    const PlanningOptions &planning = comm.settings.planning;
+    std::string from;
+    if (line.rfind("NNPCCL_CHUNK_SIZE=", 0) == 0 && planning.chunk_source != "NNPCCL_CHUNK_SIZE")
+        from = " (from " + planning.chunk_source + ")";
+    if (line.rfind("NNPCCL_ALGO=", 0) == 0 && planning.algorithms_source != "NNPCCL_ALGO")
+        from = " (from " + planning.algorithms_source + ")";
+    return invalid_usage("rank %d has %s%s but rank %d has %s; every rank needs the same (ranks must plan "
+                         "and pace alike)",
+                         comm.rank, line.c_str(), from.c_str(), r, line_r.c_str());
 }
 
 // Every rank says where it runs, which transport mode it was given and the
 // settings that decide its machine model; ranks must agree on those, since
 // transports are set up collectively and every rank must plan alike.
 Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
-    const std::string mode = transport_mode_name(comm.settings.transport);
-    const std::string machine = shared_settings(comm.settings);
-    // "MODE R|- HOST\nSETTINGS": R where this rank's process hosts the rendezvous root.
-    const std::string mine_said =
-        mode + (comm.bootstrap->process_hosts_root() ? " R " : " - ") + host_identity() + "\n" + machine;
+    HostRecord mine;
+    mine.transport = transport_mode_name(comm.settings.transport);
+    mine.process_hosts_root = comm.bootstrap->process_hosts_root();
+    mine.host = host_identity();
+    mine.shared_settings = shared_settings(comm.settings);
     std::vector<std::string> said;
-    NNPCCL_TRY(comm.bootstrap->allgather(mine_said, deadline, &said));
+    NNPCCL_TRY(comm.bootstrap->allgather(encode_host_record(mine), deadline, &said));
     int root_host = -1;
     for (int r = 0; r < comm.nranks; ++r) {
-        const std::string &entry = said[static_cast<size_t>(r)];
-        const size_t space = entry.find(' '), newline = entry.find('\n');
-        const std::string mode_r = entry.substr(0, space);
-        if (mode_r != mode)
+        HostRecord theirs;
+        if (Status decoded = decode_host_record(said[static_cast<size_t>(r)], &theirs); !decoded)
+            return Status(decoded.code(), format("rank %d's %s", r, decoded.message().c_str()));
+        if (theirs.transport != mine.transport)
             return invalid_usage("rank %d has NNPCCL_TRANSPORT=%s but rank %d has %s; every rank needs the same",
-                                 comm.rank, mode.c_str(), r, mode_r.c_str());
-        if (space == std::string::npos || newline == std::string::npos || newline < space + 3)
-            return internal_error("rank %d's host entry '%s' is malformed", r, entry.c_str());
-        const std::string machine_r = entry.substr(newline + 1);
-        if (machine_r != machine) {
-            const auto [line, line_r] = first_difference(machine, machine_r);
-            // The settings are compared under their variables' names; this
-            // rank knows where its own value came from.
-            const PlanningOptions &planning = comm.settings.planning;
-            std::string from;
-            if (line.rfind("NNPCCL_CHUNK_SIZE=", 0) == 0 && planning.chunk_source != "NNPCCL_CHUNK_SIZE")
-                from = " (from " + planning.chunk_source + ")";
-            if (line.rfind("NNPCCL_ALGO=", 0) == 0 && planning.algorithms_source != "NNPCCL_ALGO")
-                from = " (from " + planning.algorithms_source + ")";
-            return invalid_usage("rank %d has %s%s but rank %d has %s; every rank needs the same (ranks must plan "
-                                 "and pace alike)",
-                                 comm.rank, line.c_str(), from.c_str(), r, line_r.c_str());
-        }
-        if (entry[space + 1] == 'R' && root_host < 0) root_host = r;
-        out->host.push_back(entry.substr(space + 3, newline - space - 3));
+                                 comm.rank, mine.transport.c_str(), r, theirs.transport.c_str());
+        if (theirs.shared_settings != mine.shared_settings)
+            return settings_mismatch(comm, r, mine.shared_settings, theirs.shared_settings);
+        if (theirs.process_hosts_root && root_host < 0) root_host = r;
+        out->host.push_back(std::move(theirs.host));
     }
     comm.bootstrap->set_root_host(root_host);
-    const std::string &mine = out->host[static_cast<size_t>(comm.rank)];
+    const std::string &host = out->host[static_cast<size_t>(comm.rank)];
     for (int r = 0; r < comm.nranks; ++r) {
         const std::string &host_r = out->host[static_cast<size_t>(r)];
-        if (host_r == mine) {
+        if (host_r == host) {
             if (r == comm.rank) out->local_index = static_cast<int>(out->local.size());
             out->local.push_back(r);
         }
@@ -128,7 +134,7 @@ Status learn_hosts(nnpccl_comm &comm, const Deadline &deadline, JobHosts *out) {
     if (comm.settings.transport == TransportMode::Shm && out->any_remote)
         return invalid_usage("NNPCCL_TRANSPORT=shm, but the ranks run on more than one host (rank %d on %s, rank 0 on "
                              "%s)",
-                             comm.rank, mine.c_str(), out->host[0].c_str());
+                             comm.rank, host.c_str(), out->host[0].c_str());
     return Status::ok();
 }
 
@@ -146,12 +152,16 @@ Status place_rank(nnpccl_comm &comm, const JobHosts &hosts, double *ranks_per_co
 }
 
 // Rank 0's NNPCCL_TUNING_FILE, as the last part of the agreement below:
-// "N" for none, "F", its path, a newline and its text, or "E" and why it
-// cannot be read.
-std::string tuning_file_entry(const std::string &path) {
-    if (path.empty()) return "N";
+// none, its path and text, or why it cannot be read.
+TuningFileEntry tuning_file_entry(const std::string &path) {
+    TuningFileEntry entry;
+    if (path.empty()) return entry;
+    entry.kind = TuningFileEntry::Kind::Unreadable;
     std::FILE *f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return format("ENNPCCL_TUNING_FILE=%s: cannot open it: %s", path.c_str(), std::strerror(errno));
+    if (f == nullptr) {
+        entry.text = format("NNPCCL_TUNING_FILE=%s: cannot open it: %s", path.c_str(), std::strerror(errno));
+        return entry;
+    }
     std::string text;
     char buf[4096];
     size_t n;
@@ -162,11 +172,17 @@ std::string tuning_file_entry(const std::string &path) {
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= kMaxTuningFileBytes) text.append(buf, n);
     const bool failed = std::ferror(f) != 0;
     std::fclose(f);
-    if (failed) return format("ENNPCCL_TUNING_FILE=%s: cannot read it", path.c_str());
-    if (text.size() > kMaxTuningFileBytes)
-        return format("ENNPCCL_TUNING_FILE=%s: larger than %zu bytes, which no tuning file is", path.c_str(),
-                      kMaxTuningFileBytes);
-    return "F" + path + "\n" + text;
+    if (failed) {
+        entry.text = format("NNPCCL_TUNING_FILE=%s: cannot read it", path.c_str());
+    } else if (text.size() > kMaxTuningFileBytes) {
+        entry.text = format("NNPCCL_TUNING_FILE=%s: larger than %zu bytes, which no tuning file is", path.c_str(),
+                            kMaxTuningFileBytes);
+    } else {
+        entry.kind = TuningFileEntry::Kind::File;
+        entry.path = path;
+        entry.text = std::move(text);
+    }
+    return entry;
 }
 
 // What the planner needs from the hosts, the same on every rank: the most
@@ -179,73 +195,68 @@ std::string tuning_file_entry(const std::string &path) {
 // (CostInputs), not a measurement: a measured figure moves from run to run,
 // and a choice that moved with it would change the order of a sum, so the
 // same job would give different bits (docs/design.md, "Reproducible
-// results"). `root_tuning_entry` is rank 0's tuning file, for
+// results"). `root_tuning_file` is rank 0's tuning file, for
 // make_selector() once the machine is loaded.
 Status agree_on_planning_inputs(nnpccl_comm &comm, double my_ranks_per_core, const Deadline &deadline,
-                                std::string *root_tuning_entry) {
-    // Hex floats: exact.
-    std::string mine = format("%a %d ", my_ranks_per_core, network_only(comm.settings.transport) ? 1 : 0);
+                                TuningFileEntry *root_tuning_file) {
+    PlanningRecord mine;
+    mine.ranks_per_core = my_ranks_per_core;
+    mine.host_over_network = network_only(comm.settings.transport);
     if (comm.rank == 0) {
-        mine += comm.settings.tuning.enabled ? "1 " : "0 ";
-        if (comm.settings.tuning.enabled)
-            for (double v : host_reduce_speed().us_per_byte) mine += format("%a ", v);
-        mine += "\n" + tuning_file_entry(comm.settings.planning.tuning_file);
+        mine.has_root_part = true;
+        mine.tune = comm.settings.tuning.enabled;
+        static_assert(sizeof CostInputs::host_reduce_us_per_byte == sizeof mine.reduce_us_per_byte);
+        if (mine.tune) {
+            const HostReduceSpeed &speed = host_reduce_speed();
+            std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), mine.reduce_us_per_byte.begin());
+        }
+        mine.tuning_file = tuning_file_entry(comm.settings.planning.tuning_file);
     }
     std::vector<std::string> all;
-    NNPCCL_TRY(comm.bootstrap->allgather(mine, deadline, &all));
+    NNPCCL_TRY(comm.bootstrap->allgather(encode_planning_record(mine), deadline, &all));
     CostInputs &costs = comm.facts.costs;
     costs.host_ranks_per_core = 1;
     costs.host_over_network = false;
-    for (const std::string &entry : all) {
-        char *after = nullptr;
-        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, std::strtod(entry.c_str(), &after));
-        costs.host_over_network = costs.host_over_network || std::strtol(after, nullptr, 10) == 1;
+    PlanningRecord root;
+    for (int r = 0; r < comm.nranks; ++r) {
+        PlanningRecord theirs;
+        if (Status decoded = decode_planning_record(all[static_cast<size_t>(r)], &theirs); !decoded)
+            return Status(decoded.code(), format("rank %d's %s", r, decoded.message().c_str()));
+        if (theirs.has_root_part != (r == 0))
+            return internal_error("rank %d's planning record %s rank 0's part", r, r == 0 ? "lacks" : "carries");
+        costs.host_ranks_per_core = std::max(costs.host_ranks_per_core, theirs.ranks_per_core);
+        costs.host_over_network = costs.host_over_network || theirs.host_over_network;
+        if (r == 0) root = std::move(theirs);
     }
-    const std::string &root = all[0];
-    const size_t newline = root.find('\n');
-    if (newline == std::string::npos) return internal_error("rank 0's planning inputs have no tuning-file line");
-    const std::string numbers = root.substr(0, newline);
-    char *end = nullptr;
-    std::strtod(numbers.c_str(), &end); // rank 0's ranks per core and transport, taken above
-    std::strtol(end, &end, 10);
-    const char *text = end;
-    comm.settings.tuning.enabled = std::strtol(text, &end, 10) == 1;
-    text = end;
-    if (comm.settings.tuning.enabled)
-        for (double &v : costs.host_reduce_us_per_byte) {
-            v = std::strtod(text, &end);
-            if (end == text || !(v >= 0))
-                return internal_error("rank 0's reduction speeds '%s' do not parse", numbers.c_str());
-            text = end;
-        }
-    *root_tuning_entry = root.substr(newline + 1);
+    comm.settings.tuning.enabled = root.tune;
+    if (root.tune)
+        std::copy(root.reduce_us_per_byte.begin(), root.reduce_us_per_byte.end(), costs.host_reduce_us_per_byte);
+    *root_tuning_file = std::move(root.tuning_file);
     return Status::ok();
 }
 
-// The facts every rank agreed on, rank 0's tuning file among them
-// (tuning_file_entry()'s "N", "E..." or "F...").
-Status agreed_planning_facts(const nnpccl_comm &comm, std::string_view root_tuning_entry, PlanningFacts *out) {
+// The facts every rank agreed on, rank 0's tuning file among them.
+Status agreed_planning_facts(const nnpccl_comm &comm, const TuningFileEntry &root_tuning_file, PlanningFacts *out) {
     *out = PlanningFacts{};
     out->costs = comm.facts.costs;
     out->tune = comm.settings.tuning.enabled;
-    if (root_tuning_entry.empty() || root_tuning_entry[0] == 'N') return Status::ok();
-    if (root_tuning_entry[0] == 'E')
-        return invalid_argument("%.*s", static_cast<int>(root_tuning_entry.size() - 1), root_tuning_entry.data() + 1);
-    const size_t newline = root_tuning_entry.find('\n');
-    if (newline == std::string_view::npos) return internal_error("rank 0's tuning file entry has no path");
+    switch (root_tuning_file.kind) {
+    case TuningFileEntry::Kind::None: return Status::ok();
+    case TuningFileEntry::Kind::Unreadable: return invalid_argument("%s", root_tuning_file.text.c_str());
+    case TuningFileEntry::Kind::File: break;
+    }
     out->has_tuning_file = true;
-    out->tuning_file_source =
-        "NNPCCL_TUNING_FILE=" + std::string(root_tuning_entry.substr(1, newline - 1)) + " (rank 0's)";
-    out->tuning_file_text = std::string(root_tuning_entry.substr(newline + 1));
+    out->tuning_file_source = "NNPCCL_TUNING_FILE=" + root_tuning_file.path + " (rank 0's)";
+    out->tuning_file_text = root_tuning_file.text;
     return Status::ok();
 }
 
 // The selector, on the machine and with the planning inputs every rank
 // agreed on; a tuning file measured for another job size or topology is
 // left to the model, with a warning.
-Status make_selector(nnpccl_comm &comm, const std::string &root_tuning_entry) {
+Status make_selector(nnpccl_comm &comm, const TuningFileEntry &root_tuning_file) {
     PlanningFacts facts;
-    NNPCCL_TRY(agreed_planning_facts(comm, root_tuning_entry, &facts));
+    NNPCCL_TRY(agreed_planning_facts(comm, root_tuning_file, &facts));
     PlanningInputs inputs;
     std::string ignored_tuning_file;
     NNPCCL_TRY(build_planning_inputs(comm.settings, facts, comm.topology, &inputs, &ignored_tuning_file));
@@ -307,10 +318,13 @@ Status agree_on_network(nnpccl_comm &comm, const Deadline &deadline, LinkParams 
     const PlanningOptions &planning = comm.settings.planning;
     const double reported = planning.network_gbps > 0 ? 0 : OfiTransport::reported_link_gbps(comm.facts.nic_hint);
     std::vector<std::string> all;
-    NNPCCL_TRY(comm.bootstrap->allgather(format("%a", reported), deadline, &all));
+    NNPCCL_TRY(comm.bootstrap->allgather(encode_link_speed_record({reported}), deadline, &all));
     double slowest = 0;
-    for (const std::string &entry : all) {
-        const double gbps = std::strtod(entry.c_str(), nullptr);
+    for (int r = 0; r < comm.nranks; ++r) {
+        LinkSpeedRecord theirs;
+        if (Status decoded = decode_link_speed_record(all[static_cast<size_t>(r)], &theirs); !decoded)
+            return Status(decoded.code(), format("rank %d's %s", r, decoded.message().c_str()));
+        const double gbps = theirs.reported_gbps;
         if (!(gbps > 0)) {
             slowest = 0; // a rank whose NIC says nothing: no figure holds for all
             break;
@@ -367,10 +381,13 @@ Status share_link_table(nnpccl_comm &comm, const JobHosts &hosts, size_t links, 
     const int maker = hosts.local.front();
     if (comm.rank == maker) NNPCCL_TRY(SharedRegion::create(bytes, "nnpccl-links", &comm.link_table));
     std::vector<std::string> all;
-    NNPCCL_TRY(comm.bootstrap->allgather(comm.link_table.announcement(), deadline, &all));
+    NNPCCL_TRY(comm.bootstrap->allgather(encode_link_table_record({comm.link_table.announcement()}), deadline, &all));
+    LinkTableRecord made;
+    if (Status decoded = decode_link_table_record(all[static_cast<size_t>(maker)], &made); !decoded)
+        return Status(decoded.code(), format("rank %d's %s", maker, decoded.message().c_str()));
     if (comm.rank != maker)
-        NNPCCL_TRY(SharedRegion::map(all[static_cast<size_t>(maker)], bytes,
-                                     format("rank %d's table of emulated links", maker), &comm.link_table));
+        NNPCCL_TRY(SharedRegion::map(made.region, bytes, format("rank %d's table of emulated links", maker),
+                                     &comm.link_table));
     // Once every rank has mapped it, the mappings keep it.
     Status mapped = comm.bootstrap->barrier(deadline);
     comm.link_table.close_descriptor();
@@ -427,10 +444,10 @@ Status build(nnpccl_comm &comm, const UniqueId &id, const StopSignal *stop) {
     if (comm.trace != nullptr && comm.rank == hosts.local.front()) NNPCCL_TRY(comm.trace->start_file());
     double ranks_per_core = 1;
     NNPCCL_TRY(place_rank(comm, hosts, &ranks_per_core));
-    std::string root_tuning_entry;
-    NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline, &root_tuning_entry));
+    TuningFileEntry root_tuning_file;
+    NNPCCL_TRY(agree_on_planning_inputs(comm, ranks_per_core, deadline, &root_tuning_file));
     NNPCCL_TRY(load_machine(comm, hosts, deadline));
-    NNPCCL_TRY(make_selector(comm, root_tuning_entry));
+    NNPCCL_TRY(make_selector(comm, root_tuning_file));
     NNPCCL_TRY(open_transports(comm, hosts, deadline));
     if (comm.settings.emulation.links) NNPCCL_TRY(emulate_links(comm, hosts, deadline));
     start_engine(comm);

@@ -4,6 +4,7 @@
 
 #include <iterator>
 
+#include "init_wire.hpp"
 #include "log.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "registry.hpp"
@@ -46,23 +47,27 @@ Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode
                                    : "libfabric's provider here (" + provider + ") runs over TCP";
         }
     }
+    using Network = NetworkChoiceRecord::Network;
+    const NetworkChoiceRecord said{mine == "ofi" ? Network::Ofi : Network::Socket, asked != NetTransport::Auto};
     std::vector<std::string> all;
-    NNPCCL_TRY(comm.bootstrap->allgather(mine + (asked == NetTransport::Auto ? " auto" : " asked"), deadline, &all));
+    NNPCCL_TRY(comm.bootstrap->allgather(encode_network_choice_record(said), deadline, &all));
     bool any_asked = false;
     int differs = -1; // the first rank whose choice is not this rank's
-    std::string theirs;
-    for (size_t r = 0; r < all.size(); ++r) {
-        const std::string choice = all[r].substr(0, all[r].find(' '));
-        any_asked = any_asked || all[r].find(" asked") != std::string::npos;
-        if (choice != mine && differs < 0) {
-            differs = static_cast<int>(r);
-            theirs = choice;
+    Network theirs = said.network;
+    for (int r = 0; r < comm.nranks; ++r) {
+        NetworkChoiceRecord choice;
+        if (Status decoded = decode_network_choice_record(all[static_cast<size_t>(r)], &choice); !decoded)
+            return Status(decoded.code(), format("rank %d's %s", r, decoded.message().c_str()));
+        any_asked = any_asked || choice.asked;
+        if (choice.network != said.network && differs < 0) {
+            differs = r;
+            theirs = choice.network;
         }
     }
     if (differs >= 0 && any_asked)
         return invalid_usage("NNPCCL_NET_TRANSPORT: rank %d reaches other hosts over %s, rank %d over %s; set it alike "
                              "on every rank",
-                             comm.rank, mine.c_str(), differs, theirs.c_str());
+                             comm.rank, mine.c_str(), differs, network_name(theirs));
     if (differs >= 0) {
         mine = "socket";
         why = "the ranks' libfabric providers differ";
