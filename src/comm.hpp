@@ -42,10 +42,8 @@ struct HostFacts {
     CostInputs costs;
 };
 
-} // namespace nnpccl
-
-namespace nnpccl {
 class Init; // init.cpp: the steps that build a communicator
+
 } // namespace nnpccl
 
 // A communicator's state is its own: init (the friend class Init) builds
