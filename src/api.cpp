@@ -133,7 +133,7 @@ constexpr size_t kLargeBlockBytes = kCheckedMappingBytes / static_cast<size_t>(k
 [[gnu::noinline]] Status check_buffers(const nnpccl_comm *comm, const Call &c, const char *count_name,
                                        bool reads_send, bool writes_recv) {
     using C = Collective;
-    const size_t block = c.count * datatype_size(c.datatype), all = block * static_cast<size_t>(comm->nranks);
+    const size_t block = c.count * datatype_size(c.datatype), all = block * static_cast<size_t>(comm->nranks());
     const bool reads_all = c.collective == C::ReduceScatter || c.collective == C::Scatter || c.collective == C::Alltoall;
     const bool writes_all = c.collective == C::Allgather || c.collective == C::Gather || c.collective == C::Alltoall;
     const size_t send_bytes = reads_send ? (reads_all ? all : block) : 0;
@@ -157,7 +157,7 @@ constexpr size_t kLargeBlockBytes = kCheckedMappingBytes / static_cast<size_t>(k
     }
     const auto send_at = reinterpret_cast<uintptr_t>(c.send), recv_at = reinterpret_cast<uintptr_t>(c.recv);
     if (send_bytes == 0 || recv_bytes == 0 || send_at >= recv_at + recv_bytes || recv_at >= send_at + send_bytes ||
-        is_in_place(c, comm->rank))
+        is_in_place(c, comm->rank()))
         return Status::ok();
     const char *layout = "in place is sendbuf == recvbuf";
     switch (c.collective) {
@@ -180,14 +180,16 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
                                 NNPCCL_NUM_DATATYPES - 1);
     if (reduces(c.collective) && !valid_redop(c.op))
         return invalid_argument("op=%d is not an nnpccl_redop_t (0..%d)", static_cast<int>(c.op), NNPCCL_NUM_OPS - 1);
-    if (has_root(c.collective) && (c.root < 0 || c.root >= comm->nranks))
-        return invalid_argument("root=%d is out of range: the communicator has ranks 0..%d", c.root, comm->nranks - 1);
+    if (has_root(c.collective) && (c.root < 0 || c.root >= comm->nranks()))
+        return invalid_argument("root=%d is out of range: the communicator has ranks 0..%d", c.root,
+                                comm->nranks() - 1);
     const bool p2p = is_point_to_point(c.collective);
-    if (p2p && (c.root < 0 || c.root >= comm->nranks))
-        return invalid_argument("peer=%d is out of range: the communicator has ranks 0..%d", c.root, comm->nranks - 1);
+    if (p2p && (c.root < 0 || c.root >= comm->nranks()))
+        return invalid_argument("peer=%d is out of range: the communicator has ranks 0..%d", c.root,
+                                comm->nranks() - 1);
     // The transports have no stream from a rank to itself, and a blocking
     // send to oneself could never meet its recv.
-    if (p2p && c.root == comm->rank)
+    if (p2p && c.root == comm->rank())
         return invalid_argument("peer=%d is this rank: a rank cannot %s itself", c.root,
                                 c.collective == C::Send ? "send to" : "receive from");
     // Counts of one rank's block: the call covers nranks of them.
@@ -196,25 +198,25 @@ Status validate(const nnpccl_comm *comm, const Call &c) {
     const char *count_name = (c.collective == C::ReduceScatter || c.collective == C::Scatter) ? "recvcount"
                              : (c.collective == C::Allgather || c.collective == C::Gather)    ? "sendcount"
                                                                                               : "count";
-    NNPCCL_TRY(check_count(count_name, c.count, blocks ? static_cast<size_t>(comm->nranks) : 1, c.datatype));
+    NNPCCL_TRY(check_count(count_name, c.count, blocks ? static_cast<size_t>(comm->nranks()) : 1, c.datatype));
     if (c.count == 0) return Status::ok();
     // Only the root reads a broadcast's or scatter's sendbuf, and only the
     // root writes a reduce's or gather's recvbuf; a recv has no sendbuf and
     // a send no recvbuf.
-    const bool reads_send = c.collective == C::Broadcast || c.collective == C::Scatter ? comm->rank == c.root
-                                                                                       : c.collective != C::Recv;
-    const bool writes_recv = c.collective == C::Reduce || c.collective == C::Gather ? comm->rank == c.root
-                                                                                    : c.collective != C::Send;
+    const bool reads_send =
+        c.collective == C::Broadcast || c.collective == C::Scatter ? comm->rank() == c.root : c.collective != C::Recv;
+    const bool writes_recv =
+        c.collective == C::Reduce || c.collective == C::Gather ? comm->rank() == c.root : c.collective != C::Send;
     if (reads_send && c.send == nullptr) return invalid_argument("sendbuf is NULL with %s=%zu", count_name, c.count);
     if (writes_recv && c.recv == nullptr) return invalid_argument("recvbuf is NULL with %s=%zu", count_name, c.count);
     // A few compares for the common call, whose buffers are in place or
     // far apart and small; the exact checks are out of line. The buffers
     // may overlap only if |send - recv| < span, here one unsigned compare.
     const size_t block = c.count * datatype_size(c.datatype); // check_count bounded it
-    const uintptr_t span = block * static_cast<size_t>(comm->nranks);
+    const uintptr_t span = block * static_cast<size_t>(comm->nranks());
     const auto send_at = reinterpret_cast<uintptr_t>(c.send), recv_at = reinterpret_cast<uintptr_t>(c.recv);
     if (block >= kLargeBlockBytes ||
-        (send_at - recv_at + (span - 1) < 2 * span - 1 && !(send_at == recv_at && is_in_place(c, comm->rank))))
+        (send_at - recv_at + (span - 1) < 2 * span - 1 && !(send_at == recv_at && is_in_place(c, comm->rank()))))
         NNPCCL_TRY(check_buffers(comm, c, count_name, reads_send, writes_recv));
     return Status::ok();
 }
@@ -238,8 +240,7 @@ bool only_refused(const Status &st) {
 }
 
 nnpccl_result_t fail_call(nnpccl_comm *comm, const Status &st) {
-    if (!only_refused(st) && comm->engine != nullptr && !comm->engine->failed())
-        comm->engine->abort(st);
+    if (!only_refused(st) && comm->ready() && !comm->failed()) comm->abort(st);
     return report(comm, st);
 }
 
@@ -277,8 +278,8 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
     Status st = validate(comm, call);
     if (!st) return report(comm, st);
-    if (comm->engine->failed()) {
-        Status failed = comm->engine->failure();
+    if (comm->failed()) {
+        Status failed = comm->failure();
         return report(comm, Status(failed.code(), "the communicator has failed earlier: " + failed.message()));
     }
     comm->complete(&call);
@@ -289,7 +290,7 @@ nnpccl_result_t run_checked(nnpccl_comm *comm, const CallGuard &guard, Call &cal
     // The handle is made and registered before the operation starts: an
     // allocation that fails afterwards would leave it running on buffers
     // the caller was told it may reuse.
-    auto made = std::make_unique<nnpccl_request>(nnpccl_request{nullptr, comm, comm->creator_pid});
+    auto made = std::make_unique<nnpccl_request>(nnpccl_request{nullptr, comm, comm->creator_pid()});
     live_requests().add(made.get());
     // Out of the registry again if start fails, by error or by exception.
     struct Unregister {
@@ -317,15 +318,14 @@ bool only_takes_its_number(const nnpccl_comm *comm, const Call &c) {
     using C = Collective;
     return c.count == 0 && c.collective != C::Barrier && !is_point_to_point(c.collective) &&
            valid_datatype(c.datatype) && (!reduces(c.collective) || valid_redop(c.op)) &&
-           (!has_root(c.collective) || (c.root >= 0 && c.root < comm->nranks)) && !comm->closing.load() &&
-           comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Ready &&
-           !comm->engine->failed() && comm->engine->idle() && !used_after_fork(comm);
+           (!has_root(c.collective) || (c.root >= 0 && c.root < comm->nranks())) && !comm->closing() && comm->ready() &&
+           !comm->failed() && comm->idle() && !used_after_fork(comm);
 }
 
 nnpccl_result_t run_blocking(nnpccl_comm *comm, Call &&call) {
     CallGuard guard(comm);
     if (guard.held() && only_takes_its_number(comm, call)) {
-        ++comm->next_sequence;
+        comm->number_empty_call();
         return NNPCCL_SUCCESS;
     }
     return run(comm, guard, call, nullptr);
@@ -469,7 +469,7 @@ nnpccl_result_t nnpccl_wait(nnpccl_request_t request) {
         return report(nullptr, owned->op->done.load(std::memory_order_acquire)
                                    ? owned->op->result
                                    : invalid_usage("the request's communicator was destroyed or aborted"));
-    Status st = owned->comm->engine->wait(*owned->op);
+    Status st = owned->comm->wait(*owned->op);
     return report(owned->comm, st);
 }
 

@@ -31,7 +31,7 @@ using namespace nnpccl;
 namespace {
 
 // The part of init that waits for the other ranks; `stop` ends its waits.
-using ConnectStep = std::function<Status(nnpccl_comm &, const StopSignal *)>;
+using ConnectStep = nnpccl_comm::ConnectStep;
 
 // Checks the config, then runs `connect` and returns the ready communicator;
 // or, with config->blocking = 0, returns its handle at once
@@ -41,30 +41,14 @@ nnpccl_result_t init(nnpccl_comm_t *out, int nranks, int rank, const nnpccl_conf
     std::unique_ptr<nnpccl_comm> comm;
     Status st = nnpccl_comm::prepare(nranks, rank, config, &comm);
     if (!st) return report(nullptr, st);
-    if (comm->settings.blocking) {
+    if (comm->settings().blocking) {
         st = connect(*comm, nullptr);
         if (!st) return report(nullptr, st);
         *out = comm.release();
         live_comms().add(*out);
         return NNPCCL_SUCCESS;
     }
-    NNPCCL_TRY_REPORT(nullptr, comm->init_stop.open());
-    comm->init_state.store(nnpccl_comm::InitState::Running);
-    nnpccl_comm *building = comm.get();
-    try {
-        LibraryThreadSignals blocked;
-        comm->init_thread = std::thread([building, connect = std::move(connect)] {
-            Status result = connect(*building, &building->init_stop);
-            if (result) {
-                building->init_state.store(nnpccl_comm::InitState::Ready, std::memory_order_release);
-                return;
-            }
-            building->init_failure = result;
-            building->init_state.store(nnpccl_comm::InitState::Failed, std::memory_order_release);
-        });
-    } catch (const std::system_error &e) {
-        return report(nullptr, system_error("cannot start the thread of a nonblocking init: %s", e.what()));
-    }
+    NNPCCL_TRY_REPORT(nullptr, comm->connect_in_background(std::move(connect)));
     *out = comm.release();
     live_comms().add(*out);
     return NNPCCL_IN_PROGRESS;
@@ -150,17 +134,12 @@ const char *nnpccl_get_error_string(nnpccl_result_t result) {
 const char *nnpccl_get_last_error(nnpccl_comm_t comm) {
     CallGuard guard(comm);
     if (!guard.held() || used_after_fork(comm)) return thread_last_error();
-    std::lock_guard<std::mutex> lock(comm->error_mutex);
-    // Copied here, not by the init's thread, so that a string handed out
-    // earlier does not change under its reader.
-    if (comm->last_error.empty() && comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Failed)
-        comm->last_error = comm->init_failure.message();
     // Aborted by a signal handler meanwhile, the communicator is freed as this call returns.
     if (t_live_slot != nullptr && t_live_slot->abort_on_return.load(std::memory_order_relaxed) == comm) {
-        if (!comm->last_error.empty()) report(nullptr, Status(NNPCCL_ERR_REMOTE, comm->last_error));
+        if (std::string why = comm->last_error_copy(); !why.empty()) report(nullptr, Status(NNPCCL_ERR_REMOTE, why));
         return thread_last_error();
     }
-    return comm->last_error.c_str();
+    return comm->last_error();
 }
 
 nnpccl_result_t nnpccl_get_unique_id(nnpccl_unique_id_t *out) {
@@ -215,19 +194,11 @@ nnpccl_result_t nnpccl_comm_destroy(nnpccl_comm_t comm) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     if (used_after_fork(comm)) return report_forked(comm);
-    if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
+    if (!comm->begin_closing()) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     // An init still running is aborted: it has no operations to wait for,
     // and waiting for it could take until its deadline.
-    stop_init(comm);
-    Status st;
-    if (comm->init_state.load() == nnpccl_comm::InitState::Ready) {
-        // The last messages may still be leaving this rank: let them go first.
-        st = comm->engine->close(Deadline::after_seconds(comm->settings.timeout_sec));
-        comm->bootstrap->say_goodbye();
-        // Nothing runs any more: this rank's timeline (NNPCCL_TRACE) goes to its file.
-        if (comm->trace != nullptr)
-            if (Status traced = comm->trace->write(); !traced && st) st = traced;
-    }
+    comm->stop_init();
+    const Status st = comm->close();
     guard.release();
     free_comm(comm);
     return st.code() == NNPCCL_SUCCESS ? NNPCCL_SUCCESS : report(nullptr, st);
@@ -239,12 +210,11 @@ nnpccl_result_t nnpccl_comm_abort(nnpccl_comm_t comm) {
     CallGuard guard(comm);
     NNPCCL_TRY_REPORT(nullptr, guard.check_live());
     if (used_after_fork(comm)) return report_forked(comm);
-    if (comm->closing.exchange(true)) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
+    if (!comm->begin_closing()) return report(nullptr, invalid_usage("comm is already being destroyed or aborted"));
     // A running init stops waiting and tells the other ranks; calls blocked
     // in other threads fail now and leave; then it can go.
-    stop_init(comm);
-    if (comm->init_state.load() == nnpccl_comm::InitState::Ready)
-        comm->engine->abort(remote_error("rank %d aborted the communicator (nnpccl_comm_abort)", comm->rank));
+    comm->stop_init();
+    comm->abort(remote_error("rank %d aborted the communicator (nnpccl_comm_abort)", comm->rank()));
     guard.release();
     // Its timeline (NNPCCL_TRACE) is written as it is freed, once no thread drives its engine.
     free_comm(comm);
@@ -257,7 +227,7 @@ nnpccl_result_t nnpccl_comm_rank(nnpccl_comm_t comm, int *rank) {
     if (used_after_fork(comm)) return report_forked(comm);
     if (rank == nullptr) return report(comm, invalid_argument("rank (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
-    *rank = comm->rank;
+    *rank = comm->rank();
     return NNPCCL_SUCCESS;
 }
 
@@ -267,7 +237,7 @@ nnpccl_result_t nnpccl_comm_size(nnpccl_comm_t comm, int *size) {
     if (used_after_fork(comm)) return report_forked(comm);
     if (size == nullptr) return report(comm, invalid_argument("size (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
-    *size = comm->nranks;
+    *size = comm->nranks();
     return NNPCCL_SUCCESS;
 }
 
@@ -277,16 +247,15 @@ nnpccl_result_t nnpccl_comm_get_async_error(nnpccl_comm_t comm, nnpccl_result_t 
     if (used_after_fork(comm)) return report_forked(comm);
     if (async_error == nullptr) return report(comm, invalid_argument("async_error (the output pointer) is NULL"));
     NNPCCL_TRY_REPORT(comm, guard.check_open());
-    switch (comm->init_state.load(std::memory_order_acquire)) {
+    switch (comm->init_state()) {
     case nnpccl_comm::InitState::Running: *async_error = NNPCCL_IN_PROGRESS; return NNPCCL_SUCCESS;
     case nnpccl_comm::InitState::Failed:
-        comm->set_last_error(comm->init_failure.message());
-        *async_error = comm->init_failure.code();
+        comm->set_last_error(comm->init_failure().message());
+        *async_error = comm->init_failure().code();
         return NNPCCL_SUCCESS;
     case nnpccl_comm::InitState::Ready: break;
     }
-    comm->engine->check_peers_between_calls();
-    Status failure = comm->engine->failure();
+    Status failure = comm->async_error();
     if (!failure) comm->set_last_error(failure.message());
     *async_error = failure.code();
     return NNPCCL_SUCCESS;

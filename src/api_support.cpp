@@ -146,7 +146,7 @@ LiveComms::Hold LiveComms::hold_slow(nnpccl_comm *comm) {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     if (live_.count(comm) == 0) return Hold{};
-    comm->active_calls.fetch_add(1);
+    comm->call_entered();
     how.counted = true;
     return how;
 }
@@ -164,8 +164,7 @@ void LiveComms::remove(nnpccl_comm *comm) {
         removals_.fetch_add(1);
     }
     fence_.heavy();
-    while (held_anywhere(comm) || comm->active_calls.load() > 0)
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    while (held_anywhere(comm) || comm->calls_inside()) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 void free_comm(nnpccl_comm *comm) {
@@ -173,43 +172,29 @@ void free_comm(nnpccl_comm *comm) {
     delete comm;
 }
 
-void stop_init(nnpccl_comm *comm) {
-    if (!comm->init_thread.joinable()) return;
-    if (comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Running) comm->init_stop.raise();
-    comm->init_thread.join();
-}
-
 bool abort_from_interrupted_call(nnpccl_comm *comm) {
     LiveComms::Slot *slot = t_live_slot;
     if (comm == nullptr || slot == nullptr || slot->held.load(std::memory_order_relaxed) != comm) return false;
     // Held by this thread, so live. A destroy or abort already under way
     // frees it itself; this only makes its waits end.
-    if (!comm->closing.exchange(true)) {
+    if (comm->begin_closing()) {
         slot->handler_abort_freed.store(false, std::memory_order_relaxed);
         slot->aborted_by_handler.store(comm, std::memory_order_relaxed);
         slot->abort_on_return.store(comm, std::memory_order_relaxed);
     }
-    switch (comm->init_state.load(std::memory_order_acquire)) {
-    case nnpccl_comm::InitState::Running: comm->init_stop.raise(); break;
-    case nnpccl_comm::InitState::Ready: comm->engine->request_abort(); break;
-    case nnpccl_comm::InitState::Failed: break;
-    }
+    comm->request_abort();
     return true;
 }
 
 void finish_abort_on_return(LiveComms::Slot &slot) {
     nnpccl_comm *comm = slot.abort_on_return.exchange(nullptr, std::memory_order_relaxed);
     if (comm == nullptr) return;
-    stop_init(comm);
-    if (comm->init_state.load() == nnpccl_comm::InitState::Ready)
-        comm->engine->abort(
-            remote_error("rank %d aborted the communicator (nnpccl_comm_abort, from a signal handler)", comm->rank));
+    comm->stop_init();
+    comm->abort(
+        remote_error("rank %d aborted the communicator (nnpccl_comm_abort, from a signal handler)", comm->rank()));
     // The caller can no longer ask the communicator why its call failed:
     // nnpccl_get_last_error(NULL), or with the stale handle, tells it.
-    {
-        std::lock_guard<std::mutex> lock(comm->error_mutex);
-        if (!comm->last_error.empty()) set_thread_error(comm->last_error);
-    }
+    if (std::string why = comm->last_error_copy(); !why.empty()) set_thread_error(why);
     free_comm(comm);
     slot.handler_abort_freed.store(true, std::memory_order_relaxed);
 }
@@ -228,7 +213,7 @@ bool refuse_repeated_handler_abort(const nnpccl_comm *comm, nnpccl_result_t *res
 }
 
 Status not_ready(const nnpccl_comm *comm) {
-    switch (comm->init_state.load(std::memory_order_acquire)) {
+    switch (comm->init_state()) {
     case nnpccl_comm::InitState::Ready: return Status::ok();
     case nnpccl_comm::InitState::Running:
         return invalid_usage("the communicator is still initializing (nonblocking init): poll "
@@ -236,7 +221,7 @@ Status not_ready(const nnpccl_comm *comm) {
     case nnpccl_comm::InitState::Failed: break;
     }
     return invalid_usage("the communicator's nonblocking init failed, so it can only be destroyed or aborted: %s",
-                         comm->init_failure.message().c_str());
+                         comm->init_failure().message().c_str());
 }
 
 

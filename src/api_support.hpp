@@ -25,13 +25,13 @@ extern std::atomic<pid_t> g_process_id;
 // even the communicator's locks, which a parent thread may have held at
 // the fork); destroy and abort there free nothing either.
 inline bool used_after_fork(const nnpccl_comm *comm) {
-    return comm->creator_pid != g_process_id.load(std::memory_order_relaxed);
+    return comm->creator_pid() != g_process_id.load(std::memory_order_relaxed);
 }
 inline bool made_before_fork(pid_t creator) { return creator != g_process_id.load(std::memory_order_relaxed); }
 // NNPCCL_ERR_INVALID_USAGE naming both processes, reported as this
 // thread's last error (never the communicator's: see above).
 nnpccl_result_t report_forked(pid_t creator);
-inline nnpccl_result_t report_forked(const nnpccl_comm *comm) { return report_forked(comm->creator_pid); }
+inline nnpccl_result_t report_forked(const nnpccl_comm *comm) { return report_forked(comm->creator_pid()); }
 
 // Returns st's code; a failure's message goes to the communicator, or to
 // this thread's last error when there is none.
@@ -66,7 +66,7 @@ nnpccl_result_t report_static(nnpccl_result_t code, const char *text);
 // the lock, the handle is live. remove() counts the removal, fences, then
 // waits while any slot holds the handle: the fences keep the two sides
 // from missing each other (src/asymmetric_fence.hpp). Nested holds on one thread
-// (not made by the API today) count in nnpccl_comm::active_calls under the
+// (not made by the API today) count in the communicator (call_entered) under the
 // lock instead.
 class LiveComms {
 public:
@@ -88,7 +88,8 @@ public:
     inline Hold hold(nnpccl_comm *comm);
     void release(nnpccl_comm *comm, const Hold &how) {
         if (how.slot != nullptr) how.slot->held.store(nullptr, std::memory_order_release);
-        else if (how.counted) comm->active_calls.fetch_sub(1);
+        else if (how.counted)
+            comm->call_left();
     }
 
     // A thread's slot: the handle it holds (null between calls), and the
@@ -189,7 +190,7 @@ public:
     }
     // Whether it may still start work (report failures on the communicator).
     Status check_open() const {
-        return asked_->closing.load() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
+        return asked_->closing() ? invalid_usage("the communicator is being destroyed or aborted") : Status::ok();
     }
 
 private:
@@ -200,9 +201,6 @@ private:
 // Frees the communicator once no other thread is inside a call on it. The
 // caller has released its own hold.
 void free_comm(nnpccl_comm *comm);
-// Ends a nonblocking init that is still running (its waits return at once)
-// and waits for its thread, so that the init state is final afterwards.
-void stop_init(nnpccl_comm *comm);
 // nnpccl_comm_abort in a signal handler that interrupted a call of this
 // thread on `comm`: only async-signal-safe steps (marks it closing, stops
 // its init or asks its engine to fail, which wakes the interrupted wait
@@ -219,9 +217,6 @@ void finish_abort_on_return(LiveComms::Slot &slot);
 // Calls that need the built communicator are refused, without waiting,
 // while a nonblocking init is still building it and after that init failed.
 Status not_ready(const nnpccl_comm *comm); // the error, when it is not
-inline Status check_ready(const nnpccl_comm *comm) {
-    return comm->init_state.load(std::memory_order_acquire) == nnpccl_comm::InitState::Ready ? Status::ok()
-                                                                                             : not_ready(comm);
-}
+inline Status check_ready(const nnpccl_comm *comm) { return comm->ready() ? Status::ok() : not_ready(comm); }
 
 } // namespace nnpccl

@@ -10,37 +10,17 @@
 
 using namespace nnpccl;
 
-nnpccl_comm::~nnpccl_comm() {
-    // After an abort the progress thread may still be driving, into the
-    // trace: the engine is stopped before the trace is read. The rest goes
-    // in the members' order, as without a trace.
-    if (trace == nullptr || engine == nullptr || trace->written()) return;
-    engine.reset();
-    if (Status written = trace->write(); !written) LOG_WARN("%s", written.message().c_str());
-}
-
-void nnpccl_comm::set_last_error(const std::string &message) {
-    std::lock_guard<std::mutex> lock(error_mutex);
-    last_error = message;
-}
-
-std::vector<Transport *> nnpccl_comm::active_transports() const {
-    std::vector<Transport *> out;
-    for (const auto &t : emulated.empty() ? transports : emulated) out.push_back(t.get());
-    return out;
-}
-
 void nnpccl_comm::number(const Call &call, Announcement *announcement, OperationName *name) {
     const bool p2p = is_point_to_point(call.collective);
     uint64_t sequence = 0;
     if (p2p) {
-        if (sends_to.empty()) {
-            sends_to.assign(static_cast<size_t>(nranks), 0);
-            recvs_from.assign(static_cast<size_t>(nranks), 0);
+        if (sends_to_.empty()) {
+            sends_to_.assign(static_cast<size_t>(nranks_), 0);
+            recvs_from_.assign(static_cast<size_t>(nranks_), 0);
         }
-        sequence = (call.collective == Collective::Send ? sends_to : recvs_from)[static_cast<size_t>(call.root)]++;
+        sequence = (call.collective == Collective::Send ? sends_to_ : recvs_from_)[static_cast<size_t>(call.root)]++;
     } else {
-        sequence = next_sequence++;
+        sequence = next_sequence_++;
     }
     OperationDescriptor &d = announcement->descriptor;
     d = OperationDescriptor{};
@@ -56,7 +36,7 @@ void nnpccl_comm::number(const Call &call, Announcement *announcement, Operation
         // What the matching send announces: a send, numbered by its sender's
         // count of sends to us, whose peer is this rank.
         announcement->expected.collective = static_cast<uint32_t>(Collective::Send);
-        announcement->expected.root = rank;
+        announcement->expected.root = rank_;
     }
     *name = OperationName::of(call, sequence);
 }
@@ -77,66 +57,67 @@ std::shared_ptr<Operation> nnpccl_comm::new_operation(const Call &call, Announce
 
 void nnpccl_comm::attach_run(Operation &op, std::shared_ptr<const Schedule> schedule, const Call &call,
                              const Announcement &announcement) {
-    op.scratch = scratch_pool->acquire(schedule->scratch_elems * call.elem_size);
-    op.run = std::make_unique<ScheduleRun>(std::move(schedule), call, op.scratch.get(), announcement, route,
-                                           reduce_scratch.data(), trace);
+    op.scratch = scratch_pool_->acquire(schedule->scratch_elems * call.elem_size);
+    op.run = std::make_unique<ScheduleRun>(std::move(schedule), call, op.scratch.get(), announcement, links_.routes(),
+                                           reduce_scratch_.data(), trace_);
 }
 
 Status nnpccl_comm::start(const Call &call, bool background, std::shared_ptr<Operation> *out) {
     Plan plan;
-    NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+    NNPCCL_TRY(selector_->choose(call, next_sequence_, &plan));
     return start_planned(call, std::move(plan), background, out);
 }
 
 Status nnpccl_comm::start_and_wait(const Call &call, Plan plan) {
     std::shared_ptr<Operation> op;
     NNPCCL_TRY(start_planned(call, std::move(plan), false, &op));
-    return engine->wait(*op);
+    return engine_->wait(*op);
 }
 
 Status nnpccl_comm::run_blocking(const Call &call) {
     Engine::ShortDrive driving;
     // Sends and receives queue, since their order against other pending
     // ones is the queue's business.
-    if (is_point_to_point(call.collective) || !engine->try_drive_alone(&driving)) {
+    if (is_point_to_point(call.collective) || !engine_->try_drive_alone(&driving)) {
         Plan plan;
-        NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+        NNPCCL_TRY(selector_->choose(call, next_sequence_, &plan));
         return start_and_wait(call, std::move(plan));
     }
     // Driving alone: the blocking run and its shape are this thread's.
-    const PlannedShape shape{ScheduleCache::key_for(call, nullptr), selector->generation()};
+    const PlannedShape shape{ScheduleCache::key_for(call, nullptr), selector_->generation()};
     std::shared_ptr<const Schedule> replanned;
-    if (blocking_run == nullptr || blocking_shape != shape) {
+    if (blocking_run_ == nullptr || blocking_shape_ != shape) {
         Plan plan;
-        NNPCCL_TRY(selector->choose(call, next_sequence, &plan));
+        NNPCCL_TRY(selector_->choose(call, next_sequence_, &plan));
         // So do the tuner's trials and agreements.
         if (plan.schedule == nullptr || plan.trial >= 0 || plan.sync_before || plan.agree_after) {
             driving.release();
             return start_and_wait(call, std::move(plan));
         }
         replanned = std::move(plan.schedule);
-        blocking_shape = selector->settled(call) ? std::optional<PlannedShape>(shape) : std::nullopt;
+        blocking_shape_ = selector_->settled(call) ? std::optional<PlannedShape>(shape) : std::nullopt;
     }
-    const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run->schedule();
-    ScratchPool::Lease scratch = scratch_pool->acquire(schedule.scratch_elems * call.elem_size);
-    if (replanned == nullptr && call.datatype == blocking_run->call().datatype && call.op == blocking_run->call().op) {
+    const Schedule &schedule = replanned != nullptr ? *replanned : blocking_run_->schedule();
+    ScratchPool::Lease scratch = scratch_pool_->acquire(schedule.scratch_elems * call.elem_size);
+    if (replanned == nullptr && call.datatype == blocking_run_->call().datatype &&
+        call.op == blocking_run_->call().op) {
         // The last call's shape, datatype and op: its announcement but for
         // the number.
-        const uint64_t sequence = next_sequence++;
-        blocking_run->again(call, scratch.get(), sequence);
-        return engine->run_alone(*blocking_run, OperationName::of(call, sequence));
+        const uint64_t sequence = next_sequence_++;
+        blocking_run_->again(call, scratch.get(), sequence);
+        return engine_->run_alone(*blocking_run_, OperationName::of(call, sequence));
     }
     Announcement announcement;
     OperationName name;
     number(call, &announcement, &name);
-    if (blocking_run == nullptr)
-        blocking_run = std::make_unique<ScheduleRun>(std::move(replanned), call, scratch.get(), announcement, route,
-                                                     reduce_scratch.data(), trace);
+    if (blocking_run_ == nullptr)
+        blocking_run_ = std::make_unique<ScheduleRun>(std::move(replanned), call, scratch.get(), announcement,
+                                                      links_.routes(), reduce_scratch_.data(), trace_);
     else if (replanned != nullptr)
-        blocking_run->restart(std::move(replanned), call, scratch.get(), announcement);
+        blocking_run_->restart(std::move(replanned), call, scratch.get(), announcement);
     else
-        blocking_run->again(call, scratch.get(), announcement);
-    return engine->run_alone(*blocking_run, name);
+        blocking_run_->again(call, scratch.get(), announcement);
+    return engine_->run_alone(*blocking_run_, name);
 }
 
 Status nnpccl_comm::start_planned(const Call &call, Plan plan, bool background, std::shared_ptr<Operation> *out) {
@@ -161,14 +142,14 @@ Status nnpccl_comm::start_planned(const Call &call, Plan plan, bool background, 
                 return internal_error("the tuner had not decided on an algorithm for %s when it was due to run",
                                       self.description().c_str());
             std::shared_ptr<const Schedule> planned;
-            NNPCCL_TRY(selector->schedule_with(*decided, call, &planned));
+            NNPCCL_TRY(selector_->schedule_with(*decided, call, &planned));
             attach_run(self, std::move(planned), call, announcement);
             return Status::ok();
         };
     }
     if (plan.trial >= 0)
         op->on_success = [tuning = plan.tuning, trial = plan.trial](double us) { tuning->record(trial, us); };
-    engine->submit(op, background);
+    engine_->submit(op, background);
     if (plan.agree_after) agree(plan.tuning, call, background);
     *out = op;
     return Status::ok();
@@ -218,9 +199,9 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
             (*numbers)[mine.size() + k] = mine[k] > 0 ? 1 : 0;
         }
         const AlgorithmInfo *algorithm = nullptr;
-        NNPCCL_TRY(selector->model_choice(call, &algorithm));
+        NNPCCL_TRY(selector_->model_choice(call, &algorithm));
         std::shared_ptr<const Schedule> planned;
-        NNPCCL_TRY(selector->schedule_with(*algorithm, call, &planned));
+        NNPCCL_TRY(selector_->schedule_with(*algorithm, call, &planned));
         attach_run(self, std::move(planned), call, announcement);
         return Status::ok();
     };
@@ -229,9 +210,9 @@ void nnpccl_comm::agree(const std::shared_ptr<TuningEntry> &tuning, const Collec
         const size_t n = tuning->candidates().size();
         std::vector<double> means(n, 0);
         for (size_t k = 0; k < n; ++k)
-            if ((*numbers)[3 * n + k] == nranks) means[k] = (*numbers)[2 * n + k] / nranks;
+            if ((*numbers)[3 * n + k] == nranks_) means[k] = (*numbers)[2 * n + k] / nranks_;
         tuning->decide(means);
-        if (rank == 0 && log_level() >= LogLevel::Info) log_decision(tuned, *tuning, means);
+        if (rank_ == 0 && log_level() >= LogLevel::Info) log_decision(tuned, *tuning, means);
     };
-    engine->submit(op, background);
+    engine_->submit(op, background);
 }

@@ -202,14 +202,14 @@ nnpccl_result_t nnpccl_comm_set_algorithms(nnpccl_comm_t comm, const char *rules
     if (used_after_fork(comm)) return report_forked(comm);
     NNPCCL_TRY_REPORT(comm, guard.check_open());
     NNPCCL_TRY_REPORT(comm, check_ready(comm));
-    std::shared_ptr<const AlgoOverride> forced = comm->configured_algorithms;
+    std::shared_ptr<const AlgoOverride> forced = comm->configured_algorithms();
     if (rules != nullptr) {
         PlanningOptions planning;
         planning.algorithms = rules;
         planning.algorithms_source = "nnpccl_comm_set_algorithms";
         NNPCCL_TRY_REPORT(comm, parse_forced_algorithms(planning, &forced));
     }
-    comm->selector->force(std::move(forced));
+    comm->force_algorithms(std::move(forced));
     return NNPCCL_SUCCESS;
 }
 
@@ -224,11 +224,11 @@ nnpccl_result_t nnpccl_comm_get_algorithm(nnpccl_comm_t comm, const nnpccl_call_
         return report(comm, invalid_argument("name is NULL or name_bytes is 0: there is nowhere to write the name"));
     Call planned;
     NNPCCL_TRY_REPORT(comm, read_call(call, &planned));
-    NNPCCL_TRY_REPORT(comm, check_root(planned, comm->nranks));
+    NNPCCL_TRY_REPORT(comm, check_root(planned, comm->nranks()));
     comm->complete(&planned);
     std::string chosen;
     size_t left = 0;
-    NNPCCL_TRY_REPORT(comm, comm->selector->next_algorithm(planned, comm->next_sequence, &chosen, &left));
+    NNPCCL_TRY_REPORT(comm, comm->next_algorithm(planned, &chosen, &left));
     if (chosen.size() >= name_bytes)
         return report(comm, invalid_argument("name_bytes=%zu cannot hold '%s'", name_bytes, chosen.c_str()));
     std::memcpy(name, chosen.c_str(), chosen.size() + 1);

@@ -4,6 +4,7 @@
 
 #include <iterator>
 
+#include "init_wire.hpp"
 #include "log.hpp"
 #include "ofi/ofi_transport.hpp"
 #include "registry.hpp"
@@ -26,15 +27,15 @@ bool runs_over_tcp(const std::string &provider) {
 // with auto libfabric where its provider is a fabric of its own (verbs,
 // efa, psm3, ...) on every rank, else the sockets. Collective: the ranks
 // must agree, and an explicit choice that differs between ranks is an error.
-Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode *out) {
-    const NetTransport asked = comm.settings.net_transport;
+Status choose_network(const TransportSetup &setup, TransportMode *out) {
+    const NetTransport asked = setup.settings.net_transport;
     std::string mine = "socket";
     std::string why = "NNPCCL_NET_TRANSPORT";
     if (asked == NetTransport::Ofi) {
         mine = "ofi";
     } else if (asked == NetTransport::Auto) {
         const bool provider_asked = !env_string("NNPCCL_OFI_PROVIDER").empty() || !env_string("FI_PROVIDER").empty();
-        const std::string provider = OfiTransport::chosen_provider(comm.facts.nic_hint);
+        const std::string provider = OfiTransport::chosen_provider(setup.nic_hint);
         if (provider_asked && !provider.empty()) {
             mine = "ofi";
             why = "a libfabric provider was asked for (NNPCCL_OFI_PROVIDER or FI_PROVIDER)";
@@ -46,29 +47,33 @@ Status choose_network(nnpccl_comm &comm, const Deadline &deadline, TransportMode
                                    : "libfabric's provider here (" + provider + ") runs over TCP";
         }
     }
+    using Network = NetworkChoiceRecord::Network;
+    const NetworkChoiceRecord said{mine == "ofi" ? Network::Ofi : Network::Socket, asked != NetTransport::Auto};
     std::vector<std::string> all;
-    NNPCCL_TRY(comm.bootstrap->allgather(mine + (asked == NetTransport::Auto ? " auto" : " asked"), deadline, &all));
+    NNPCCL_TRY(setup.bootstrap.allgather(encode_network_choice_record(said), setup.deadline, &all));
     bool any_asked = false;
     int differs = -1; // the first rank whose choice is not this rank's
-    std::string theirs;
-    for (size_t r = 0; r < all.size(); ++r) {
-        const std::string choice = all[r].substr(0, all[r].find(' '));
-        any_asked = any_asked || all[r].find(" asked") != std::string::npos;
-        if (choice != mine && differs < 0) {
-            differs = static_cast<int>(r);
-            theirs = choice;
+    Network theirs = said.network;
+    for (int r = 0; r < setup.nranks; ++r) {
+        NetworkChoiceRecord choice;
+        if (Status decoded = decode_network_choice_record(all[static_cast<size_t>(r)], &choice); !decoded)
+            return Status(decoded.code(), format("rank %d's %s", r, decoded.message().c_str()));
+        any_asked = any_asked || choice.asked;
+        if (choice.network != said.network && differs < 0) {
+            differs = r;
+            theirs = choice.network;
         }
     }
     if (differs >= 0 && any_asked)
         return invalid_usage("NNPCCL_NET_TRANSPORT: rank %d reaches other hosts over %s, rank %d over %s; set it alike "
                              "on every rank",
-                             comm.rank, mine.c_str(), differs, theirs.c_str());
+                             setup.rank, mine.c_str(), differs, network_name(theirs));
     if (differs >= 0) {
         mine = "socket";
         why = "the ranks' libfabric providers differ";
     }
     *out = mine == "ofi" ? TransportMode::Ofi : TransportMode::Socket;
-    if (comm.rank == 0) LOG_INFO("ranks on other hosts are reached over %s (%s)", mine.c_str(), why.c_str());
+    if (setup.rank == 0) LOG_INFO("ranks on other hosts are reached over %s (%s)", mine.c_str(), why.c_str());
     return Status::ok();
 }
 
@@ -81,14 +86,6 @@ struct Reach {
     bool same_host(int a, int b) const {
         return hosts.host[static_cast<size_t>(a)] == hosts.host[static_cast<size_t>(b)];
     }
-};
-
-// What every transport's set-up is given.
-struct OpenArgs {
-    nnpccl_comm &comm;
-    const JobHosts &hosts;
-    int channels; // streams per peer
-    const Deadline &deadline;
 };
 
 // One transport nnpccl has. The table's order is its preference: a peer
@@ -104,30 +101,30 @@ struct TransportEntry {
     bool (*named)(const Reach &reach);
     // Opens it (collective over the bootstrap); *description, where not
     // empty, says over what, for the log.
-    Status (*create)(const OpenArgs &args, std::unique_ptr<Transport> *out, std::string *description);
+    Status (*create)(const TransportSetup &args, std::unique_ptr<Transport> *out, std::string *description);
 };
 
-Status open_shm(const OpenArgs &args, std::unique_ptr<Transport> *out, std::string * /*description*/) {
+Status open_shm(const TransportSetup &args, std::unique_ptr<Transport> *out, std::string * /*description*/) {
     std::unique_ptr<ShmTransport> made;
-    NNPCCL_TRY(ShmTransport::create(*args.comm.bootstrap, args.hosts.local, args.channels, args.comm.settings.shm,
-                                    args.comm.message_bytes, args.comm.facts.numa_node, args.deadline, &made));
+    NNPCCL_TRY(ShmTransport::create(args.bootstrap, args.hosts.local, args.channels, args.settings.shm,
+                                    args.message_bytes, args.numa_node, args.deadline, &made));
     *out = std::move(made);
     return Status::ok();
 }
 
-Status open_socket(const OpenArgs &args, std::unique_ptr<Transport> *out, std::string *description) {
+Status open_socket(const TransportSetup &args, std::unique_ptr<Transport> *out, std::string *description) {
     std::unique_ptr<SocketTransport> made;
-    NNPCCL_TRY(SocketTransport::create(*args.comm.bootstrap, args.channels, args.comm.settings.socket,
-                                       args.comm.message_bytes, args.deadline, &made));
+    NNPCCL_TRY(SocketTransport::create(args.bootstrap, args.channels, args.settings.socket, args.message_bytes,
+                                       args.deadline, &made));
     *description = made->description();
     *out = std::move(made);
     return Status::ok();
 }
 
-Status open_ofi(const OpenArgs &args, std::unique_ptr<Transport> *out, std::string *description) {
+Status open_ofi(const TransportSetup &args, std::unique_ptr<Transport> *out, std::string *description) {
     std::unique_ptr<OfiTransport> made;
-    NNPCCL_TRY(OfiTransport::create(*args.comm.bootstrap, args.channels, args.comm.settings.ofi,
-                                    args.comm.message_bytes, args.comm.facts.nic_hint, args.deadline, &made));
+    NNPCCL_TRY(OfiTransport::create(args.bootstrap, args.channels, args.settings.ofi, args.message_bytes, args.nic_hint,
+                                    args.deadline, &made));
     *description = made->description();
     *out = std::move(made);
     return Status::ok();
@@ -167,46 +164,45 @@ bool needed(const Reach &reach, size_t i, int nranks) {
     return false;
 }
 
-// comm.route: each peer over the transport of the table that serves it,
+// The routes: each peer over the transport of the table that serves it,
 // `opened` holding what each entry opened (null where none was).
-void build_routes(nnpccl_comm &comm, const Reach &reach, Transport *const *opened, const std::string *labels) {
-    comm.route.assign(static_cast<size_t>(comm.nranks), nullptr);
+std::vector<Transport *> routes(const TransportSetup &setup, const Reach &reach, Transport *const *opened,
+                                const std::string *labels) {
+    std::vector<Transport *> route(static_cast<size_t>(setup.nranks), nullptr);
     std::string peers[kTransportCount];
-    for (int r = 0; r < comm.nranks; ++r) {
-        if (r == comm.rank) continue;
-        const size_t i = serving(reach, comm.rank, r);
+    for (int r = 0; r < setup.nranks; ++r) {
+        if (r == setup.rank) continue;
+        const size_t i = serving(reach, setup.rank, r);
         if (i == kTransportCount) continue;
-        comm.route[static_cast<size_t>(r)] = opened[i];
+        route[static_cast<size_t>(r)] = opened[i];
         peers[i] += (peers[i].empty() ? "" : ",") + std::to_string(r);
     }
     for (size_t i = 0; i < kTransportCount; ++i)
         if (!peers[i].empty())
-            LOG_INFO("rank %d reaches rank(s) %s over %s", comm.rank, peers[i].c_str(), labels[i].c_str());
+            LOG_INFO("rank %d reaches rank(s) %s over %s", setup.rank, peers[i].c_str(), labels[i].c_str());
+    return route;
 }
 
 } // namespace
 
-Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline) {
-    Reach reach{hosts, network_only(comm.settings.transport), comm.settings.transport};
+Status open_transports(const TransportSetup &setup, Links *links) {
+    Reach reach{setup.hosts, network_only(setup.settings.transport), setup.settings.transport};
     bool network_chosen = false;
-    // Streams per peer: as many as the algorithm with the most channels needs.
-    const OpenArgs args{comm, hosts, max_schedule_channels(comm.topology), deadline};
     Transport *opened[kTransportCount] = {};
     std::string labels[kTransportCount];
     for (size_t i = 0; i < kTransportCount; ++i) {
         if (kTransports[i].over_network && !network_chosen) {
             network_chosen = true;
-            if (!reach.all_over_network && hosts.any_remote) NNPCCL_TRY(choose_network(comm, deadline, &reach.network));
+            if (!reach.all_over_network && setup.hosts.any_remote) NNPCCL_TRY(choose_network(setup, &reach.network));
         }
-        if (!needed(reach, i, comm.nranks)) continue;
+        if (!needed(reach, i, setup.nranks)) continue;
         std::unique_ptr<Transport> made;
         std::string description;
-        NNPCCL_TRY(kTransports[i].create(args, &made, &description));
+        NNPCCL_TRY(kTransports[i].create(setup, &made, &description));
         labels[i] = kTransports[i].name + (description.empty() ? "" : " (" + description + ")");
-        opened[i] = made.get();
-        comm.transports.push_back(std::move(made));
+        opened[i] = links->add(std::move(made));
     }
-    build_routes(comm, reach, opened, labels);
+    links->set_routes(routes(setup, reach, opened, labels));
     return Status::ok();
 }
 

@@ -6,15 +6,32 @@
 // (docs/design.md, "Adding a transport").
 #pragma once
 
-#include "comm.hpp"
+#include <string>
+
+#include "bootstrap.hpp"
+#include "config.hpp"
 #include "job_hosts.hpp"
+#include "links.hpp"
 
 namespace nnpccl {
 
+// What opening the transports needs from init (init.cpp, Init::open_transports).
+struct TransportSetup {
+    Bootstrap &bootstrap;
+    const Settings &settings;
+    const JobHosts &hosts;
+    int rank;
+    int nranks;
+    int numa_node;               // this rank's, for its shm queues (-1: leave to the kernel)
+    const std::string &nic_hint; // the NIC nearest this rank, for ofi
+    size_t message_bytes;        // a slot: a chunk and the descriptor ahead of it
+    int channels;                // streams per peer
+    const Deadline &deadline;
+};
+
 // Opens every transport some pair of ranks needs (collectively: every rank
-// opens it when any rank needs it) into comm.transports, then routes each
-// peer over the first transport of the table that can reach it
-// (comm.route).
-Status open_transports(nnpccl_comm &comm, const JobHosts &hosts, const Deadline &deadline);
+// opens it when any rank needs it) into `links`, then routes each peer
+// over the first transport of the table that can reach it.
+Status open_transports(const TransportSetup &setup, Links *links);
 
 } // namespace nnpccl
