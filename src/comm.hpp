@@ -19,9 +19,9 @@
 
 #include "bootstrap.hpp"
 #include "call.hpp"
-#include "config.hpp"
 #include "engine.hpp"
 #include "selector.hpp"
+#include "settings.hpp"
 #include "shared_memory.hpp"
 #include "topology.hpp"
 #include "trace.hpp"

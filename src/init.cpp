@@ -248,7 +248,7 @@ Status make_selector(nnpccl_comm &comm, const std::string &root_tuning_entry) {
     NNPCCL_TRY(agreed_planning_facts(comm, root_tuning_entry, &facts));
     PlanningInputs inputs;
     std::string ignored_tuning_file;
-    NNPCCL_TRY(build_planning_inputs(comm.settings, facts, comm.topology, &inputs, &ignored_tuning_file));
+    NNPCCL_TRY(build_planning_inputs(comm.settings.planning, facts, comm.topology, &inputs, &ignored_tuning_file));
     if (!ignored_tuning_file.empty() && comm.rank == 0) LOG_WARN("%s", ignored_tuning_file.c_str());
     inputs.forced = comm.configured_algorithms;
     comm.selector = std::make_unique<Selector>(comm.topology, comm.rank, std::move(inputs));

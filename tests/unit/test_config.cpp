@@ -10,8 +10,8 @@
 #include "algo_override.hpp"
 #include "bootstrap_wire.hpp"
 #include "check_data.hpp"
-#include "config.hpp"
 #include "launch_env.hpp"
+#include "settings.hpp"
 #include "succeeded.hpp"
 
 using namespace nnpccl;
