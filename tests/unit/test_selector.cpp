@@ -16,6 +16,7 @@
 #include "reduce.hpp"
 #include "registry.hpp"
 #include "schedule_sim.hpp"
+#include "scoped_env.hpp"
 #include "selector.hpp"
 #include "settings.hpp"
 #include "succeeded.hpp"
@@ -64,12 +65,6 @@ const Prediction &prediction_of(const std::vector<Prediction> &all, const std::s
     FAIL("no prediction for " << name);
     return all.front();
 }
-
-struct ScopedEnv {
-    std::string name;
-    ScopedEnv(const char *n, const char *v) : name(n) { setenv(n, v, 1); }
-    ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling", "swing_latency",
                                                   "torus_relay"};
