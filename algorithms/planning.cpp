@@ -29,9 +29,10 @@ Status parse_forced_algorithms(const PlanningOptions &planning, std::shared_ptr<
     return Status::ok();
 }
 
-Status local_planning_facts(const Settings &settings, int nranks, bool host_over_network, PlanningFacts *out) {
+Status local_planning_facts(const PlanningOptions &planning, const TuningOptions &tuning, int nranks,
+                            bool host_over_network, PlanningFacts *out) {
     *out = PlanningFacts{};
-    out->tune = settings.tuning.enabled;
+    out->tune = tuning.enabled;
     if (out->tune) {
         const HostReduceSpeed &speed = host_reduce_speed();
         std::copy(std::begin(speed.us_per_byte), std::end(speed.us_per_byte), out->costs.host_reduce_us_per_byte);
@@ -40,7 +41,7 @@ Status local_planning_facts(const Settings &settings, int nranks, bool host_over
     if (discover_host(&host) && host.cores > 0)
         out->costs.host_ranks_per_core = std::max(1.0, static_cast<double>(nranks) / host.cores);
     out->costs.host_over_network = host_over_network;
-    const std::string &path = settings.planning.tuning_file;
+    const std::string &path = planning.tuning_file;
     if (path.empty()) return Status::ok();
     std::ifstream in(path, std::ios::binary);
     if (!in) return invalid_argument("NNPCCL_TUNING_FILE=%s: cannot open it", path.c_str());
@@ -52,14 +53,14 @@ Status local_planning_facts(const Settings &settings, int nranks, bool host_over
     return Status::ok();
 }
 
-Status build_planning_inputs(const Settings &settings, const PlanningFacts &facts, const Topology &topology,
+Status build_planning_inputs(const PlanningOptions &planning, const PlanningFacts &facts, const Topology &topology,
                              PlanningInputs *out, std::string *ignored_tuning_file) {
     *out = PlanningInputs{};
     if (ignored_tuning_file != nullptr) ignored_tuning_file->clear();
     out->costs = facts.costs;
     out->tune = facts.tune;
-    out->chunk_bytes = settings.planning.chunk_bytes;
-    NNPCCL_TRY(parse_forced_algorithms(settings.planning, &out->forced));
+    out->chunk_bytes = planning.chunk_bytes;
+    NNPCCL_TRY(parse_forced_algorithms(planning, &out->forced));
     if (!facts.has_tuning_file) return Status::ok();
     TuningFile file;
     NNPCCL_TRY(parse_tuning_file(facts.tuning_file_text, facts.tuning_file_source, &file));

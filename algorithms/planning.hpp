@@ -1,5 +1,5 @@
 // One planning path (docs/design.md, "Life of a call", step 3): the planning
-// inputs are built once, by build_planning_inputs(), from the settings and
+// inputs are built once, by build_planning_inputs(), from the options and
 // the facts of the hosts (agreed by every rank in init, this host's alone in
 // the tools), and plan_call() turns a call, a machine and those inputs into
 // the plan with its explanation. The communicator's selector, nnpccl_explain
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "algo_override.hpp"
-#include "config.hpp"
 #include "planner.hpp"
+#include "planning_options.hpp"
 #include "status.hpp"
 #include "topology.hpp"
 
@@ -57,12 +57,13 @@ Status parse_forced_algorithms(const PlanningOptions &planning, std::shared_ptr<
 // This host's facts for a job of `nranks` ranks, as a tool sees them: its
 // ranks per core and, with NNPCCL_TUNE=1, its measured reduction speed
 // (else the model's fixed figures); NNPCCL_TUNING_FILE read from disk.
-Status local_planning_facts(const Settings &settings, int nranks, bool host_over_network, PlanningFacts *out);
+Status local_planning_facts(const PlanningOptions &planning, const TuningOptions &tuning, int nranks,
+                            bool host_over_network, PlanningFacts *out);
 
 // The planning inputs of a job on `topology`. A tuning file measured for
 // another job size or topology is left out, and `ignored_tuning_file`
 // (when given) says why; otherwise it is cleared.
-Status build_planning_inputs(const Settings &settings, const PlanningFacts &facts, const Topology &topology,
+Status build_planning_inputs(const PlanningOptions &planning, const PlanningFacts &facts, const Topology &topology,
                              PlanningInputs *out, std::string *ignored_tuning_file = nullptr);
 
 // Whether the ranks may time several algorithms for calls like `args`: a

@@ -50,20 +50,22 @@ void run_all(const std::vector<std::function<void()>> &tasks, int jobs) {
 // The planner's inputs as a communicator of this job would have them
 // (build_planning_inputs(), as nnpccl_explain's).
 Status planning_for(const Topology &topology, Planning *out) {
-    NNPCCL_TRY(resolve_settings(nullptr, &out->settings));
+    NNPCCL_TRY(resolve_planning_options(nullptr, &out->options));
+    NNPCCL_TRY(resolve_tuning_options(&out->tuning));
+    NNPCCL_TRY(resolve_stream_slots(&out->slots));
     PlanningFacts facts;
     // The simulator plans the host as shared memory.
-    NNPCCL_TRY(local_planning_facts(out->settings, topology.nranks(), /*host_over_network=*/false, &facts));
-    return build_planning_inputs(out->settings, facts, topology, &out->inputs);
+    NNPCCL_TRY(local_planning_facts(out->options, out->tuning, topology.nranks(), /*host_over_network=*/false, &facts));
+    return build_planning_inputs(out->options, facts, topology, &out->inputs);
 }
 
 // The machine and the planner's inputs, each a usage error where it does not load.
 void load_machine(Run *run) {
     const Options &o = run->o;
-    Settings settings;
-    if (Status s = resolve_settings(nullptr, &settings); !s) usage_error(s.message());
+    MachineOptions machine;
+    if (Status s = resolve_machine_options(&machine); !s) usage_error(s.message());
     // The simulator plans the host as shared memory (its CostInputs say so too).
-    const TopologyOptions machine_options = topology_options(settings.planning, /*host_over_network=*/false);
+    const TopologyOptions machine_options = topology_options(machine, /*host_over_network=*/false);
     if (Status s = load_topology(o.topo, o.np, machine_options, &run->topology); !s)
         usage_error("--topo " + o.topo + ": " + s.message() +
                     (o.np == 0 && o.topo == "flat" ? " (give the number of ranks with --np N)" : ""));
@@ -116,7 +118,7 @@ void set_up(Run *run) {
     if ((!o.trace_path.empty() || !o.svg_path.empty()) && (run->sizes.size() != 1 || o.all_algos))
         usage_error("--trace and --svg draw one run: give one size (-b = -e) and no --all-algos");
 
-    run->options.slots = o.slots >= 0 ? o.slots : run->planning.settings.shm.slots;
+    run->options.slots = o.slots >= 0 ? o.slots : run->planning.slots;
     // γ as the cost model applies it to this machine's chips.
     run->options.reduce_us_per_byte =
         with_reduction(run->topology, run->planning.inputs.costs, call.elem_size, 0.0, 1.0);

@@ -48,7 +48,9 @@ Options parse_options(int argc, char **argv);
 // The planner's inputs as a communicator of this job would have them.
 struct Planning {
     PlanningInputs inputs;
-    Settings settings;
+    PlanningOptions options;
+    TuningOptions tuning;
+    int slots = kDefaultStreamSlots; // NNPCCL_SHM_SLOTS
 };
 
 // One algorithm at one size.

@@ -21,10 +21,10 @@
 
 #include "bootstrap.hpp"
 #include "call.hpp"
-#include "config.hpp"
 #include "engine.hpp"
 #include "links.hpp"
 #include "selector.hpp"
+#include "settings.hpp"
 #include "shared_memory.hpp"
 #include "topology.hpp"
 #include "trace.hpp"

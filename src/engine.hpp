@@ -31,7 +31,6 @@
 #include <thread>
 #include <vector>
 
-#include "config.hpp"
 #include "deadline.hpp"
 #include "drive_lock.hpp"
 #include "executor.hpp"

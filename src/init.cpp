@@ -336,7 +336,7 @@ Status Init::make_selector(const TuningFileEntry &root_tuning_file) {
     NNPCCL_TRY(agreed_planning_facts(root_tuning_file, &facts));
     PlanningInputs inputs;
     std::string ignored_tuning_file;
-    NNPCCL_TRY(build_planning_inputs(comm_.settings_, facts, comm_.topology_, &inputs, &ignored_tuning_file));
+    NNPCCL_TRY(build_planning_inputs(comm_.settings_.planning, facts, comm_.topology_, &inputs, &ignored_tuning_file));
     if (!ignored_tuning_file.empty() && comm_.rank_ == 0) LOG_WARN("%s", ignored_tuning_file.c_str());
     inputs.forced = comm_.configured_algorithms_;
     comm_.selector_ = std::make_unique<Selector>(comm_.topology_, comm_.rank_, std::move(inputs));

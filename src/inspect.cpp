@@ -102,9 +102,9 @@ Status explain(const char *topology_spec, int nranks, const nnpccl_call_t *c, co
 
     const size_t bytes = call_bytes(call);
     PlanningFacts facts;
-    NNPCCL_TRY(local_planning_facts(settings, topology.nranks(), host_over_network, &facts));
+    NNPCCL_TRY(local_planning_facts(settings.planning, settings.tuning, topology.nranks(), host_over_network, &facts));
     PlanningInputs inputs;
-    NNPCCL_TRY(build_planning_inputs(settings, facts, topology, &inputs));
+    NNPCCL_TRY(build_planning_inputs(settings.planning, facts, topology, &inputs));
     const PlanExplanation e = plan_call(call, bytes, topology, inputs);
     *out = nnpccl_explanation_t{};
     copy_text(out->topology, topology.name());

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "algo_override.hpp"
-#include "config.hpp"
 #include "planner.hpp"
 #include "planning.hpp"
 #include "schedule_cache.hpp"

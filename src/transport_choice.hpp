@@ -9,9 +9,9 @@
 #include <string>
 
 #include "bootstrap.hpp"
-#include "config.hpp"
 #include "job_hosts.hpp"
 #include "links.hpp"
+#include "settings.hpp"
 
 namespace nnpccl {
 

@@ -109,11 +109,11 @@ bool parse_torus_dims(const std::string &text, int dims[3]) {
 
 } // namespace
 
-TopologyOptions topology_options(const PlanningOptions &planning, bool host_over_network) {
+TopologyOptions topology_options(const MachineOptions &machine, bool host_over_network) {
     TopologyOptions options;
     if (host_over_network) options.host.latency_us = kHostOverNetworkLatencyUs;
-    if (planning.network_gbps > 0) options.network.gbps = planning.network_gbps;
-    if (planning.network_latency_us >= 0) options.network.latency_us = planning.network_latency_us;
+    if (machine.network_gbps > 0) options.network.gbps = machine.network_gbps;
+    if (machine.network_latency_us >= 0) options.network.latency_us = machine.network_latency_us;
     return options;
 }
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "status.hpp"
 
 #include "machine.hpp"
+#include "machine_options.hpp"
 
 namespace nnpccl {
 
@@ -41,11 +41,11 @@ struct TopologyOptions {
 // wake-up of the receiver, where shared memory's is a flag in a cache line.
 constexpr double kHostOverNetworkLatencyUs = 8.0;
 
-// The options as the settings give them: the network between hosts from
+// The options as the user gives them: the network between hosts from
 // NNPCCL_NET where set, the host link's α over a network transport when
 // `host_over_network` (CostInputs::host_over_network, the same on every
 // rank), the rest the defaults.
-TopologyOptions topology_options(const PlanningOptions &planning, bool host_over_network);
+TopologyOptions topology_options(const MachineOptions &machine, bool host_over_network);
 
 // Chips 0..n-1 on a bidirectional ring (n >= 2; n = 2 is one cable).
 Machine ring_machine(int n, LinkParams icl);

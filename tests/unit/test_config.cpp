@@ -10,20 +10,11 @@
 #include "algo_override.hpp"
 #include "bootstrap_wire.hpp"
 #include "check_data.hpp"
-#include "config.hpp"
 #include "launch_env.hpp"
+#include "scoped_env.hpp"
 #include "succeeded.hpp"
 
 using namespace nnpccl;
-
-namespace {
-// Sets an environment variable for the scope of a test.
-struct ScopedEnv {
-    std::string name;
-    ScopedEnv(const char *n, const char *v) : name(n) { setenv(n, v, 1); }
-    ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-} // namespace
 
 TEST_CASE("sizes parse with binary suffixes and reject junk", "[config]") {
     CHECK(parse_size("4096").value() == 4096);
@@ -35,77 +26,6 @@ TEST_CASE("sizes parse with binary suffixes and reject junk", "[config]") {
     CHECK_FALSE(parse_size("12Q"));
     CHECK_FALSE(parse_size("99999999999999999999"));
     CHECK_FALSE(parse_size("17179869184G"));
-}
-
-TEST_CASE("settings come from the config struct, then the environment, then defaults", "[config]") {
-    Settings s;
-    REQUIRE(resolve_settings(nullptr, &s).is_ok());
-    CHECK(s.timeout_sec == 300);
-    {
-        ScopedEnv t("NNPCCL_TIMEOUT", "7");
-        ScopedEnv c("NNPCCL_CHUNK_SIZE", "64K");
-        REQUIRE(resolve_settings(nullptr, &s).is_ok());
-        CHECK(s.timeout_sec == 7);
-        CHECK(s.planning.chunk_bytes == 64 * 1024);
-        nnpccl_config_t cfg = NNPCCL_CONFIG_INIT;
-        cfg.timeout_sec = 9;
-        REQUIRE(resolve_settings(&cfg, &s).is_ok());
-        CHECK(s.timeout_sec == 9);
-    }
-    {
-        ScopedEnv t("NNPCCL_TIMEOUT", "soon");
-        Status st = resolve_settings(nullptr, &s);
-        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
-        CHECK_THAT(st.message(), Catch::Contains("NNPCCL_TIMEOUT"));
-    }
-    {
-        ScopedEnv c("NNPCCL_CHUNK_SIZE", "1");
-        CHECK(resolve_settings(nullptr, &s).code() == NNPCCL_ERR_INVALID_ARGUMENT);
-    }
-    {
-        Settings fresh;
-        REQUIRE(resolve_settings(nullptr, &fresh).is_ok());
-        CHECK(fresh.ofi.send_in_place);
-        ScopedEnv off("NNPCCL_OFI_SEND_IN_PLACE", "0");
-        REQUIRE(resolve_settings(nullptr, &fresh).is_ok());
-        CHECK_FALSE(fresh.ofi.send_in_place);
-    }
-    {
-        ScopedEnv junk("NNPCCL_OFI_SEND_IN_PLACE", "yes");
-        Status bad_flag = resolve_settings(nullptr, &s);
-        CHECK(bad_flag.code() == NNPCCL_ERR_INVALID_ARGUMENT);
-        CHECK_THAT(bad_flag.message(), Catch::Contains("NNPCCL_OFI_SEND_IN_PLACE=yes"));
-    }
-    nnpccl_config_t bad = NNPCCL_CONFIG_INIT;
-    bad.struct_size = 3;
-    Status st = resolve_settings(&bad, &s);
-    CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
-    CHECK_THAT(st.message(), Catch::Contains("struct_size"));
-}
-
-TEST_CASE("NNPCCL_NET gives the network between hosts, its latency optional", "[config]") {
-    Settings s;
-    REQUIRE(resolve_settings(nullptr, &s).is_ok());
-    CHECK(s.planning.network_gbps == 0); // the default (presets.hpp) or what libfabric reports
-    {
-        ScopedEnv n("NNPCCL_NET", "12.5");
-        REQUIRE(resolve_settings(nullptr, &s).is_ok());
-        CHECK(s.planning.network_gbps == 12.5);
-        CHECK(s.planning.network_latency_us == -1);
-    }
-    {
-        ScopedEnv n("NNPCCL_NET", "0.0625,300");
-        REQUIRE(resolve_settings(nullptr, &s).is_ok());
-        CHECK(s.planning.network_gbps == 0.0625);
-        CHECK(s.planning.network_latency_us == 300);
-    }
-    for (const char *junk : {"fast", "0", "-1", "1.25,", "1.25,x", "1.25,20,3", "1e9", "1.25;20"}) {
-        ScopedEnv n("NNPCCL_NET", junk);
-        Status st = resolve_settings(nullptr, &s);
-        INFO(junk);
-        CHECK(st.code() == NNPCCL_ERR_INVALID_ARGUMENT);
-        CHECK_THAT(st.message(), Catch::Contains(std::string("NNPCCL_NET=") + junk));
-    }
 }
 
 TEST_CASE("launcher environments give rank, size and root", "[config]") {

@@ -11,13 +11,14 @@
 #include <string>
 
 #include "chunk_choice.hpp"
-#include "config.hpp"
 #include "planner.hpp"
 #include "presets.hpp"
 #include "reduce.hpp"
 #include "registry.hpp"
 #include "schedule_sim.hpp"
+#include "scoped_env.hpp"
 #include "selector.hpp"
+#include "settings.hpp"
 #include "succeeded.hpp"
 
 using namespace nnpccl;
@@ -65,19 +66,13 @@ const Prediction &prediction_of(const std::vector<Prediction> &all, const std::s
     return all.front();
 }
 
-struct ScopedEnv {
-    std::string name;
-    ScopedEnv(const char *n, const char *v) : name(n) { setenv(n, v, 1); }
-    ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-
 const std::set<std::string> kLatencyAlgorithms = {"direct", "double_binary_tree", "halving_doubling", "swing_latency",
                                                   "torus_relay"};
 const std::set<std::string> kBandwidthAlgorithms = {"ring", "torus2d"};
 
 // `flat` as init plans it when the ranks of the host reach each other over
 // a network transport: the host link with a TCP message's α.
-Topology network_flat(int nranks) { return Topology::flat(nranks, topology_options(PlanningOptions{}, true).host); }
+Topology network_flat(int nranks) { return Topology::flat(nranks, topology_options(MachineOptions{}, true).host); }
 
 } // namespace
 
@@ -172,7 +167,7 @@ TEST_CASE("over a network transport, a message's α is the kernel's, paid per me
     CHECK(chosen(call(Collective::Allgather, 4, 64 << 10), net4, crowded_net) == "halving_doubling");
     CHECK(chosen(call(Collective::Allgather, 4, 64 << 10), Topology::flat(4), crowded) == "direct");
     // The host link of a job on shared memory keeps its own α.
-    CHECK(topology_options(PlanningOptions{}, false).host.latency_us < kHostOverNetworkLatencyUs);
+    CHECK(topology_options(MachineOptions{}, false).host.latency_us < kHostOverNetworkLatencyUs);
 }
 
 // From 16 MiB up the ring both ways, two channels on each port, keeps

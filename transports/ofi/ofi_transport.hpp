@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "deadline.hpp"
+#include "ofi_options.hpp"
 #include "transport.hpp"
 
 namespace nnpccl {

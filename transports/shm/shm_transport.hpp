@@ -37,8 +37,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "deadline.hpp"
+#include "shm_options.hpp"
 #include "transport.hpp"
 
 namespace nnpccl {

@@ -33,8 +33,8 @@
 #include <memory>
 #include <string>
 
-#include "config.hpp"
 #include "deadline.hpp"
+#include "socket_options.hpp"
 #include "transport.hpp"
 
 namespace nnpccl {
