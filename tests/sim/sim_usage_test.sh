@@ -45,6 +45,6 @@ usage_error "-e below -b" "-e is smaller than -b" "$sim" allreduce --topo nnpt-r
 usage_error "root out of range" "-r 9 is not a rank of 8" "$sim" broadcast --topo nnpt-ring8 -r 9
 usage_error "sendrecv on one rank" "sendrecv needs 2 ranks" "$sim" sendrecv --topo flat --np 1
 usage_error "--algo with --all-algos" "excludes" "$sim" allreduce --topo nnpt-ring8 --algo ring --all-algos
-usage_error "trace of a sweep" "--trace and --svg draw one run" "$sim" allreduce --topo nnpt-ring8 -b 1K -e 1M --trace "$out/t.json"
+usage_error "trace of a sweep" "--trace, --svg, --links-csv and --report show one run" "$sim" allreduce --topo nnpt-ring8 -b 1K -e 1M --trace "$out/t.json"
 usage_error "malformed NNPCCL_ALGO" "NNPCCL_ALGO" env NNPCCL_ALGO=allreduce:nosuch "$sim" allreduce --topo nnpt-ring8 -b 1K -e 1K
 exit $failed
