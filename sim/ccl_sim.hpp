@@ -25,8 +25,8 @@ constexpr double kDisagreement = 0.10;
 
 // --fidelity credits' defaults (SimOptions::fidelity), from link emulation
 // (docs/simulation.md, "The credits fidelity mode").
-constexpr double kDefaultCreditBytes = 64 * 1024;
-constexpr double kDefaultMessageOverheadUs = 0.5;
+constexpr double kDefaultCreditBytes = 512 * 1024;
+constexpr double kDefaultMessageOverheadUs = 0.2;
 
 struct Options {
     std::string collective;

@@ -26,6 +26,10 @@ const char kFooter[] =
     "the executor's do. NNPCCL_CHUNK_SIZE, NNPCCL_SHM_SLOTS, NNPCCL_ALGO, NNPCCL_TUNING_FILE and\n"
     "NNPCCL_TUNE are read as by the library. busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for\n"
     "reduce_scatter, allgather, gather, scatter and alltoall (size: the whole buffer), 1 otherwise.\n"
+    "Planning a job (docs/simulation.md, \"Planning a POD job\"): --report and --links-csv say where\n"
+    "one call's time goes; --link-gbps, --link-latency, --fail-link and --fail-chip change the\n"
+    "machine without a file (another shape: --topo torus:XxY); --fidelity credits adds finite link\n"
+    "buffers and a per-message overhead the default model leaves out.\n"
     "presets:\n";
 
 bool read_datatype(const char *text, nnpccl_datatype_t *out) { return parse_datatype(text, out); }
@@ -142,11 +146,10 @@ void add_planning_options(CLI::App &app, Options *o) {
         ->type_name("N");
     using nnpccl_tools::prefixed;
     nnpccl_tools::add_parsed(app, "--link-gbps", &o->what_if.link_gbps, read_positive,
-                             prefixed("--link-gbps: not a bandwidth in GB/s above 0: "),
-                             "every link's bandwidth per direction", "GBPS");
+                             prefixed("not a bandwidth in GB/s above 0: "), "every link's bandwidth per direction",
+                             "GBPS");
     nnpccl_tools::add_parsed(app, "--link-latency", &o->what_if.link_latency_us, read_non_negative,
-                             prefixed("--link-latency: not a latency in us, 0 or more: "), "every link's latency",
-                             "US");
+                             prefixed("not a latency in us, 0 or more: "), "every link's latency", "US");
     app.add_option_function<std::vector<std::string>>(
            "--fail-link",
            [o](const std::vector<std::string> &pairs) {
@@ -161,7 +164,7 @@ void add_planning_options(CLI::App &app, Options *o) {
         ->check(CLI::Validator(
             [](std::string &t) {
                 std::pair<int, int> p;
-                return read_pair(t.c_str(), &p) ? std::string() : "--fail-link " + t + ": not two chips A-B";
+                return read_pair(t.c_str(), &p) ? std::string() : t + " is not two chips A-B";
             },
             ""))
         ->type_name("A-B");
@@ -179,7 +182,7 @@ void add_planning_options(CLI::App &app, Options *o) {
         ->check(CLI::Validator(
             [](std::string &t) {
                 int c;
-                return read_chip(t.c_str(), &c) ? std::string() : "--fail-chip " + t + ": not a chip number";
+                return read_chip(t.c_str(), &c) ? std::string() : t + " is not a chip number";
             },
             ""))
         ->type_name("N");
@@ -187,12 +190,12 @@ void add_planning_options(CLI::App &app, Options *o) {
                              "default | credits: finite link buffers and a per-message\n"
                              "overhead (docs/simulation.md)",
                              "MODE");
-    app.add_option("--credit-bytes", o->credit_bytes, "credits: each link's buffer, default 64K")
+    app.add_option("--credit-bytes", o->credit_bytes, "credits: each link's buffer, default 512K")
         ->transform(nnpccl_tools::size_value())
         ->type_name("SIZE");
     nnpccl_tools::add_parsed(app, "--message-overhead", &o->message_overhead_us, read_non_negative,
-                             prefixed("--message-overhead: not a time in us, 0 or more: "),
-                             "credits: us per message at the sender, default 0.5", "US");
+                             prefixed("not a time in us, 0 or more: "),
+                             "credits: us per message at the sender, default 0.2", "US");
 }
 
 } // namespace

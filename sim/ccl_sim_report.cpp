@@ -56,7 +56,10 @@ std::string route_chips(const Network &network, const std::vector<uint32_t> &ser
 
 std::string mb(double bytes) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g MB", bytes / 1e6);
+    if (bytes >= 1e9)
+        std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+    else
+        std::snprintf(buf, sizeof buf, "%.3g MB", bytes / 1e6);
     return buf;
 }
 

@@ -4,6 +4,13 @@
 
 namespace nnpccl::sim {
 
+namespace {
+
+// Below this a message's wait is the rounding of its times' sums.
+constexpr double kRoundingUs = 1e-9;
+
+} // namespace
+
 void PathRecorder::build(size_t steps, size_t streams,
                          const std::function<void(size_t, uint32_t *, uint32_t *)> &step_streams) {
     info_.assign(steps, StepInfo{});
@@ -94,7 +101,8 @@ CriticalPath PathRecorder::walk_back(const std::function<StepFacts(uint64_t)> &f
             }
             m.data_us = static_cast<double>(f.bytes) * slowest;
             m.overhead_us = f.length > 0 ? overhead_us : 0;
-            m.waiting_us = std::max(0.0, m.arrived_us - m.sent_us - m.latency_us - m.data_us - m.overhead_us);
+            m.waiting_us = m.arrived_us - m.sent_us - m.latency_us - m.data_us - m.overhead_us;
+            if (m.waiting_us < kRoundingUs) m.waiting_us = 0; // none but the sums' rounding
             path.latency_us += m.latency_us;
             path.data_us += m.data_us;
             path.overhead_us += m.overhead_us;
