@@ -69,6 +69,8 @@ void load_machine(Run *run) {
     if (Status s = load_topology(o.topo, o.np, machine_options, &run->topology); !s)
         usage_error("--topo " + o.topo + ": " + s.message() +
                     (o.np == 0 && o.topo == "flat" ? " (give the number of ranks with --np N)" : ""));
+    if (o.what_if.any())
+        if (Status s = apply_what_if(o.what_if, &run->topology, &run->what_if_summary); !s) usage_error(s.message());
     run->p = run->topology.nranks();
     if (Status s = planning_for(run->topology, &run->planning); !s) usage_error(s.message());
 }
@@ -115,13 +117,25 @@ void set_up(Run *run) {
     // the block-wise collectives), as ccl-bench runs them.
     run->unit = call.elem_size * (blockwise(c) ? static_cast<size_t>(p) : 1);
     run->sizes = c == Collective::Barrier ? std::vector<size_t>{0} : nnpccl_tools::sweep_sizes(o.sweep, run->unit);
-    if ((!o.trace_path.empty() || !o.svg_path.empty()) && (run->sizes.size() != 1 || o.all_algos))
-        usage_error("--trace and --svg draw one run: give one size (-b = -e) and no --all-algos");
+    const bool one_run = !o.trace_path.empty() || !o.svg_path.empty() || !o.links_csv.empty() || o.report;
+    if (one_run && (run->sizes.size() != 1 || o.all_algos))
+        usage_error("--trace, --svg, --links-csv and --report show one run: give one size (-b = -e) and no "
+                    "--all-algos");
 
     run->options.slots = o.slots >= 0 ? o.slots : run->planning.slots;
     // γ as the cost model applies it to this machine's chips.
     run->options.reduce_us_per_byte =
         with_reduction(run->topology, run->planning.inputs.costs, call.elem_size, 0.0, 1.0);
+    run->options.critical_path = o.report;
+    if (o.credits) {
+        run->options.fidelity.credit_bytes = o.credit_bytes >= 0 ? o.credit_bytes : kDefaultCreditBytes;
+        run->options.fidelity.message_overhead_us =
+            o.message_overhead_us >= 0 ? o.message_overhead_us : kDefaultMessageOverheadUs;
+        char note[160];
+        std::snprintf(note, sizeof note, "fidelity credits: %.6g B of buffer per link, %.3g us per message",
+                      run->options.fidelity.credit_bytes, run->options.fidelity.message_overhead_us);
+        run->fidelity_note = note;
+    }
     run->budget.max_hops = o.max_hops;
     run->jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
@@ -241,6 +255,17 @@ void count_cells(const SizeResult &size, size_t bytes, Totals *totals) {
     }
 }
 
+// --links-csv and --report of the one run they ask for.
+void write_planning(const Run &run, const Network &network, const Cell &cell, Totals *totals) {
+    if (!run.o.links_csv.empty()) {
+        if (Status s = write_links_csv(run.o.links_csv, network, cell); !s) {
+            std::fprintf(stderr, "ccl-sim: %s\n", s.message().c_str());
+            totals->status = 1;
+        }
+    }
+    if (run.o.report) print_report(run, network, cell);
+}
+
 int run_sim(const Options &o) {
     Run run(o);
     set_up(&run);
@@ -265,6 +290,7 @@ int run_sim(const Options &o) {
                                                     : 0);
         else
             print_row_of_one(run, network, row, size.cells[0], &totals);
+        if (!o.all_algos && size.cells[0].simulated) write_planning(run, network, size.cells[0], &totals);
         std::fflush(stdout);
     }
     print_footer(run, totals, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

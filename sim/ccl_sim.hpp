@@ -16,11 +16,17 @@
 #include "sim_call.hpp"
 #include "simulator.hpp"
 #include "size_sweep.hpp"
+#include "what_if.hpp"
 
 namespace nnpccl::sim {
 
 // Differences between the simulation and the model beyond this are marked.
 constexpr double kDisagreement = 0.10;
+
+// --fidelity credits' defaults (SimOptions::fidelity), from link emulation
+// (docs/simulation.md, "The credits fidelity mode").
+constexpr double kDefaultCreditBytes = 512 * 1024;
+constexpr double kDefaultMessageOverheadUs = 0.2;
 
 struct Options {
     std::string collective;
@@ -39,6 +45,14 @@ struct Options {
     uint64_t max_hops = 64ull << 20;
     bool exact = false;
     int jobs = 0;
+    // Planning: the per-link table, the report, the what-ifs and the fidelity mode.
+    std::string links_csv;
+    bool report = false;
+    int top = 10;
+    WhatIf what_if;
+    bool credits = false;            // --fidelity credits
+    double credit_bytes = -1;        // < 0: kDefaultCreditBytes
+    double message_overhead_us = -1; // < 0: kDefaultMessageOverheadUs
 };
 
 Options parse_options(int argc, char **argv);
@@ -83,6 +97,8 @@ struct Run {
     SimOptions options;
     Budget budget;
     int jobs = 1;
+    std::string what_if_summary; // what the what-if flags changed, or empty
+    std::string fidelity_note;   // the credits mode's figures, or empty
 };
 
 // What the run found over all its sizes, for the lines after the table.
@@ -110,6 +126,10 @@ void print_row_of_all(const Run &run, const RowFigures &row, const std::vector<C
 void print_row_of_one(const Run &run, const Network &network, const RowFigures &row, const Cell &cell, Totals *totals);
 void print_footer(const Run &run, const Totals &totals, double seconds);
 std::string extrapolation_note(const Cell &c, size_t bytes);
+// --links-csv: one row per directed link of the machine (ccl_sim_report.cpp).
+Status write_links_csv(const std::string &path, const Network &network, const Cell &cell);
+// --report: the bottleneck links and the critical path, as # lines.
+void print_report(const Run &run, const Network &network, const Cell &cell);
 // A rank's operation as real runs' traces name it.
 TraceOperation operation(const Options &o, const SimCall &call, int rank, int op, int nranks);
 

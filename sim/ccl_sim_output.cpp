@@ -174,6 +174,9 @@ void print_header(const Run &run) {
         std::printf("# the model counts %.3g ranks per core on this host (its lockstep factor); the simulation gives "
                     "every rank a core\n",
                     run.planning.inputs.costs.host_ranks_per_core);
+    if (!run.what_if_summary.empty()) std::printf("# what if: %s\n", run.what_if_summary.c_str());
+    if (!run.fidelity_note.empty())
+        std::printf("# %s (the model knows neither: sim/model shows what they cost)\n", run.fidelity_note.c_str());
     std::printf("# time in us, algbw and busbw in GB/s; model: the cost model's prediction (ccl-bench --explain); "
                 "bound: the bus bytes at the slowest chip's injection, %g GB/s\n",
                 topology.min_injection_gbps());

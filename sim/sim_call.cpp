@@ -169,7 +169,14 @@ Status simulate_call(const Network &network, const AlgorithmInfo &algorithm, con
     SimResult &e = out->result;
     e.time_us = extend(r[1].time_us, r[0].time_us);
     e.busy_us.resize(r[1].busy_us.size());
-    for (size_t l = 0; l < e.busy_us.size(); ++l) e.busy_us[l] = extend(r[1].busy_us[l], r[0].busy_us[l]);
+    e.bytes.resize(r[1].bytes.size());
+    for (size_t l = 0; l < e.busy_us.size(); ++l) {
+        e.busy_us[l] = extend(r[1].busy_us[l], r[0].busy_us[l]);
+        e.bytes[l] = extend(r[1].bytes[l], r[0].bytes[l]);
+    }
+    // The steady state's queues and path: those of the larger part.
+    e.peak_queue_bytes = r[1].peak_queue_bytes;
+    e.critical_path = std::move(r[1].critical_path);
     e.steps = extend_count(r[1].steps, r[0].steps);
     e.messages = extend_count(r[1].messages, r[0].messages);
     e.bytes_sent = extend_count(r[1].bytes_sent, r[0].bytes_sent);

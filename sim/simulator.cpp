@@ -1,12 +1,10 @@
 #include "simulator.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <unordered_map>
+
+#include "critical_path.hpp"
+#include "event_queue.hpp"
 
 namespace nnpccl::sim {
 
@@ -15,47 +13,6 @@ namespace {
 constexpr uint32_t kNone = UINT32_MAX;
 constexpr int kFlagShift = 56;
 constexpr uint64_t kBytesMask = (uint64_t{1} << kFlagShift) - 1;
-
-// Large arrays on transparent huge pages: the event loop jumps between
-// thousands of channels' steps and streams spread over hundreds of MB, and
-// with 4 KiB pages nearly every such jump also misses the TLB.
-template <typename T> struct HugePages {
-    using value_type = T;
-    static constexpr size_t kHuge = size_t{2} << 20;
-
-    HugePages() = default;
-    template <typename U> HugePages(const HugePages<U> &) {}
-
-    T *allocate(size_t n) {
-        const size_t bytes = n * sizeof(T);
-        if (bytes < kHuge) {
-            if (void *p = std::aligned_alloc(64, (std::max<size_t>(1, bytes) + 63) & ~size_t{63}))
-                return static_cast<T *>(p);
-            throw std::bad_alloc();
-        }
-        // Aligned to a huge page, which mmap alone does not promise.
-        const size_t length = round_up(bytes), mapped = length + kHuge;
-        void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) throw std::bad_alloc();
-        const auto at = reinterpret_cast<uintptr_t>(p);
-        const uintptr_t aligned = (at + kHuge - 1) & ~(kHuge - 1);
-        if (aligned > at) munmap(p, aligned - at);
-        if (at + mapped > aligned + length)
-            munmap(reinterpret_cast<void *>(aligned + length), at + mapped - aligned - length);
-        madvise(reinterpret_cast<void *>(aligned), length, MADV_HUGEPAGE);
-        return reinterpret_cast<T *>(aligned);
-    }
-    void deallocate(T *p, size_t n) {
-        if (n * sizeof(T) < kHuge)
-            std::free(p);
-        else
-            munmap(p, round_up(n * sizeof(T)));
-    }
-    static size_t round_up(size_t bytes) { return (bytes + kHuge - 1) & ~(kHuge - 1); }
-    template <typename U> bool operator==(const HugePages<U> &) const { return true; }
-    template <typename U> bool operator!=(const HugePages<U> &) const { return false; }
-};
-template <typename T> using BigVector = std::vector<T, HugePages<T>>;
 
 // A step reduced to what timing needs: 16 bytes instead of a Step's 56.
 struct CompactStep {
@@ -116,69 +73,6 @@ struct alignas(64) Message {
     uint16_t near[kNear];
 };
 static_assert(sizeof(Message) == 128, "a message is two cache lines");
-
-enum EventKind : uint32_t { kHop, kDeliver, kStepDone };
-
-// The pending events, earliest first, as a radix heap: event times never
-// lie before the last one taken (a hop, a delivery, a reduction all end at
-// or after the moment that schedules them), so each event is moved between
-// buckets a few times at most instead of sifting through a binary heap of
-// up to a million entries (direct's p(p-1) messages in flight). Times are
-// non-negative doubles, whose bits order as unsigned integers. Events of
-// one time come out last in first: nothing depends on their order but
-// reproducibility, which this keeps.
-class EventQueue {
-public:
-    struct Item {
-        uint64_t key;
-        uint32_t id;
-        uint32_t kind;
-        double time() const {
-            double t;
-            std::memcpy(&t, &key, sizeof t);
-            return t;
-        }
-    };
-
-    bool empty() const { return size_ == 0; }
-    // False when the events went out of order: one was pushed before the
-    // last one taken (a bug; the run then fails rather than mislead).
-    bool in_order() const { return in_order_; }
-    void push(double time, EventKind kind, uint32_t id) {
-        uint64_t key;
-        std::memcpy(&key, &time, sizeof key);
-        in_order_ = in_order_ && key >= last_;
-        buckets_[bucket(key)].push_back(Item{key, id, kind});
-        ++size_;
-    }
-    Item pop() {
-        settle();
-        const Item item = buckets_[0].back();
-        buckets_[0].pop_back();
-        --size_;
-        return item;
-    }
-
-private:
-    // Moves the earliest events into bucket 0.
-    void settle() {
-        if (!buckets_[0].empty()) return;
-        size_t b = 1;
-        while (buckets_[b].empty()) ++b;
-        BigVector<Item> &from = buckets_[b];
-        last_ =
-            std::min_element(from.begin(), from.end(), [](const Item &x, const Item &y) { return x.key < y.key; })->key;
-        for (const Item &item : from) buckets_[bucket(item.key)].push_back(item);
-        from.clear();
-    }
-    size_t bucket(uint64_t key) const {
-        return key == last_ ? 0 : static_cast<size_t>(64 - __builtin_clzll(key ^ last_));
-    }
-    BigVector<Item> buckets_[65];
-    uint64_t last_ = 0;
-    size_t size_ = 0;
-    bool in_order_ = true;
-};
 
 std::string step_name(uint8_t flags) {
     std::string name;
@@ -319,6 +213,14 @@ public:
         costs_ = net_.servers().data();
         near_ok_ = net_.servers().size() <= UINT16_MAX;
         reducer_free_.assign(static_cast<size_t>(net_.topology().machine().num_chips()), 0.0);
+        sender_free_.assign(reducer_free_.size(), 0.0);
+        credit_bytes_ = options_.fidelity.credit_bytes;
+        overhead_us_ = options_.fidelity.message_overhead_us;
+        if (options_.critical_path)
+            recorder_.build(steps_.size(), streams_.size(), [this](size_t i, uint32_t *recv, uint32_t *send) {
+                *recv = steps_[i].recv == kNone ? PathRecorder::kNoStream : steps_[i].recv;
+                *send = steps_[i].send == kNone ? PathRecorder::kNoStream : steps_[i].send;
+            });
         for (size_t c = 0; c < channels_.size(); ++c) work_.push_back(static_cast<uint32_t>(c));
         drain(0.0);
         while (!events_.empty()) {
@@ -339,11 +241,20 @@ public:
             if (ch.cursor < ch.end) return stuck(ch);
         out->time_us = end_;
         out->busy_us.resize(servers_.size());
-        for (size_t s = 0; s < servers_.size(); ++s) out->busy_us[s] = servers_[s].busy;
+        out->bytes.resize(servers_.size());
+        out->peak_queue_bytes.resize(servers_.size());
+        for (size_t s = 0; s < servers_.size(); ++s) {
+            out->busy_us[s] = servers_[s].busy;
+            out->bytes[s] = servers_[s].bytes;
+            out->peak_queue_bytes[s] =
+                costs_[s].us_per_byte > 0 ? servers_[s].peak_backlog_us / costs_[s].us_per_byte : 0;
+        }
         out->steps = steps_.size();
         out->messages = messages_;
         out->bytes_sent = bytes_sent_;
         out->hops = hops_;
+        if (options_.critical_path)
+            out->critical_path = recorder_.walk_back([this](uint64_t i) { return facts(i); }, costs_, overhead_us_);
         return Status::ok();
     }
 
@@ -351,6 +262,8 @@ private:
     struct ServerState {
         double free_at = 0;
         double busy = 0;
+        double bytes = 0;
+        double peak_backlog_us = 0; // the longest a message waited for it to be free
     };
 
     Status bad_peer(const Schedule &s, int rank, int channel, int peer, const char *what) const {
@@ -374,6 +287,30 @@ private:
     }
 
     void push(double time, EventKind kind, uint32_t id) { events_.push(time, kind, id); }
+
+    // The current step of `ch` starts at `now`: what it waited for, before
+    // its stream counters move.
+    void record_start(const Channel &ch, double now) {
+        const CompactStep &s = steps_[ch.cursor];
+        const uint64_t previous = ch.cursor > ch.begin ? ch.cursor - 1 : PathRecorder::kNoStep;
+        const uint32_t send = s.send != kNone ? s.send : PathRecorder::kNoStream;
+        const uint32_t seq = s.send != kNone ? streams_[s.send].sent : 0;
+        recorder_.start(ch.cursor, now, ch.ready, previous, s.recv != kNone, send, seq, options_.slots);
+    }
+    PathRecorder::StepFacts facts(uint64_t step) const {
+        const CompactStep &s = steps_[step];
+        PathRecorder::StepFacts f;
+        f.bytes = s.bytes();
+        if (s.flags() & kReduce) f.reduce_us = static_cast<double>(s.bytes()) * options_.reduce_us_per_byte;
+        if (s.send != kNone) {
+            const Stream &st = streams_[s.send];
+            f.from_rank = st.src;
+            f.to_rank = st.dst;
+            f.servers = st.path;
+            f.length = st.path_length;
+        }
+        return f;
+    }
 
     void drain(double now) {
         while (!work_.empty()) {
@@ -402,6 +339,7 @@ private:
                     return;
                 }
             }
+            if (options_.critical_path) record_start(ch, now);
             if (s.recv != kNone) ++streams_[s.recv].consumed;
             if (s.send != kNone) ++streams_[s.send].sent;
             ch.start = now;
@@ -432,7 +370,8 @@ private:
                 work_.push_back(static_cast<uint32_t>(in.sender));
             }
         }
-        if (s.send != kNone) send(s.send, s.bytes(), now);
+        if (options_.critical_path) recorder_.finish(ch.cursor, now);
+        if (s.send != kNone) send(s.send, s.bytes(), now, ch.cursor);
         if (trace_ != nullptr) {
             StepEvent e;
             e.rank = ch.rank;
@@ -454,7 +393,7 @@ private:
         end_ = std::max(end_, now);
     }
 
-    void send(uint32_t stream, size_t bytes, double now) {
+    void send(uint32_t stream, size_t bytes, double now, size_t step) {
         ++messages_;
         bytes_sent_ += bytes;
         uint32_t id;
@@ -470,6 +409,7 @@ private:
         m.tail = now;
         m.bytes = static_cast<double>(bytes);
         m.stream = stream;
+        if (options_.critical_path) recorder_.sent(id, step);
         m.hop = 0;
         if (s.path_length == 0) {
             deliver(id, now);
@@ -482,6 +422,14 @@ private:
         } else {
             m.far = s.path;
             m.length = 0;
+        }
+        if (overhead_us_ > 0) {
+            // One message at a time per chip, each after the overhead.
+            double &free = sender_free_[static_cast<size_t>(net_.topology().chip_of(s.src))];
+            free = std::max(free, now) + overhead_us_;
+            m.tail = free;
+            push(free, kHop, id);
+            return;
         }
         hop(id, now);
     }
@@ -497,6 +445,15 @@ private:
         const double done = std::max(start + serialize, m.tail);
         state.free_at = done;
         state.busy += serialize;
+        state.bytes += m.bytes;
+        state.peak_backlog_us = std::max(state.peak_backlog_us, start - now);
+        if (credit_bytes_ > 0 && m.hop > 0 && start > now && m.bytes > credit_bytes_) {
+            // The buffer fills: the link it came over is held until this
+            // one has taken all but a buffer's worth of it.
+            const uint32_t before = m.far != nullptr ? m.far[m.hop - 1] : m.near[m.hop - 1];
+            double &held = servers_[before].free_at;
+            held = std::max(held, start + (m.bytes - credit_bytes_) * cost.us_per_byte);
+        }
         m.tail = done + cost.latency_us;
         ++hops_;
         ++m.hop;
@@ -510,6 +467,7 @@ private:
     void deliver(uint32_t id, double now) {
         Stream &s = streams_[messages_in_flight_[id].stream];
         free_messages_.push_back(id);
+        if (options_.critical_path) recorder_.arrived(id, now);
         ++s.arrived;
         end_ = std::max(end_, now);
         if (s.receiver_waiting) {
@@ -530,6 +488,9 @@ private:
     const Network::Server *costs_ = nullptr;
     bool near_ok_ = false;             // server numbers fit a Message's `near`
     std::vector<double> reducer_free_; // per chip
+    std::vector<double> sender_free_;  // per chip: when its next message may start (the per-message overhead)
+    double credit_bytes_ = 0, overhead_us_ = 0;
+    PathRecorder recorder_;
     BigVector<Message> messages_in_flight_;
     std::vector<uint32_t> free_messages_;
     EventQueue events_;

@@ -138,19 +138,72 @@ public:
     virtual void step(const StepEvent &event) = 0;
 };
 
+// The credits fidelity mode (ccl-sim --fidelity credits), off by default:
+// - Finite link buffers. Each link's receiving end holds `credit_bytes`;
+//   a message whose head finds its next link busy waits in that buffer,
+//   and once the buffer is full the link it came over stops too, until the
+//   next link has drained all but `credit_bytes` of it: the link before is
+//   held (its free time moved on), so traffic behind the message on that
+//   link waits as well (head-of-line blocking). Held time is not busy time.
+//   Only the link a message came over is held, not the whole chain behind
+//   it, and messages already committed to that link keep their times.
+// - A per-message overhead: a chip starts its messages one at a time, each
+//   `message_overhead_us` after the previous one (descriptor, doorbell,
+//   the DMA engine's setup), before its first byte leaves.
+struct Fidelity {
+    double credit_bytes = 0;        // per link; 0: unbounded buffers (the default model)
+    double message_overhead_us = 0; // per message, at the sending chip
+};
+
 struct SimOptions {
     int slots = 8;                 // per stream; 0 = unlimited
     double reduce_us_per_byte = 0; // γ of every chip, µs per byte of output
     size_t elem_size = 4;          // bytes per element of the steps' counts
+    Fidelity fidelity;
+    bool critical_path = false; // record what each step waited for, and find the chain that ends last
+};
+
+// A message on the critical path: when it left and arrived, and how that
+// time splits.
+struct PathMessage {
+    int from_rank = 0;
+    int to_rank = 0;
+    size_t bytes = 0;
+    double sent_us = 0;            // its step ended: it was handed to the network
+    double arrived_us = 0;         // its tail reached the receiver
+    double latency_us = 0;         // the route's summed link latencies
+    double data_us = 0;            // its bytes over the route's slowest server
+    double overhead_us = 0;        // the per-message overhead (fidelity mode)
+    double waiting_us = 0;         // the rest: behind other traffic, or held by full buffers
+    std::vector<uint32_t> servers; // the Network's servers it crossed
+};
+
+// The chain of dependent steps and messages that ends last: from the last
+// step back, each step's start is tied to whatever it waited for last (its
+// message, a free slot, the step before it on its channel). Its parts sum
+// to the call's time.
+struct CriticalPath {
+    bool recorded = false;
+    double latency_us = 0, data_us = 0, overhead_us = 0, link_wait_us = 0; // over its messages
+    double reduce_us = 0;                                                  // reductions on it
+    double reducer_wait_us = 0;        // reductions waiting for their chip's reducer
+    uint64_t steps = 0;                // steps on it
+    uint64_t slot_waits = 0;           // steps on it that waited for a free slot
+    std::vector<PathMessage> messages; // in order of time
 };
 
 struct SimResult {
     double time_us = 0;          // the last step's end (or last message's arrival)
     std::vector<double> busy_us; // per server of the Network: time it moved bytes
+    std::vector<double> bytes;   // per server: bytes it moved
+    // Per server: the most bytes queued ahead of an arriving message (the
+    // server's backlog at its bandwidth).
+    std::vector<double> peak_queue_bytes;
     uint64_t steps = 0;
     uint64_t messages = 0;
     uint64_t bytes_sent = 0;
     uint64_t hops = 0; // message-link crossings: the event loop's work
+    CriticalPath critical_path; // with SimOptions::critical_path
 };
 
 // Runs the programs `source` gives for ranks 0 .. topology.nranks()-1

@@ -253,7 +253,7 @@ bool Machine::find_lattice(Lattice *l) const {
         if (link.latency_us != links_.front().latency_us || !(link.latency_us >= 0)) return false;
     const int stride[3] = {1, l->dims[0], l->dims[0] * l->dims[1]};
     l->step.assign(static_cast<size_t>(n) * 6, -1);
-    size_t expected = 0;
+    size_t present = 0; // the lattice's links that are there: nothing else may be
     for (int c = 0; c < n; ++c)
         for (int k = 0; k < 3; ++k) {
             const int size = l->dims[k];
@@ -262,12 +262,13 @@ bool Machine::find_lattice(Lattice *l) const {
             for (int way = 0; way < 2; ++way) {
                 const int next = way == 0 ? (at + 1) % size : (at + size - 1) % size;
                 const int link = link_index(c, c + (next - at) * stride[k]);
-                if (link < 0) return false;
+                // Only a torus may miss some (a ring without one is a line).
+                if (link < 0 && shape_ != Shape::Torus) return false;
                 l->step[(static_cast<size_t>(c) * 3 + static_cast<size_t>(k)) * 2 + static_cast<size_t>(way)] = link;
+                present += link >= 0 && (size > 2 || way == 0);
             }
-            expected += size == 2 ? 1 : 2;
         }
-    return expected == links_.size();
+    return present == links_.size();
 }
 
 // Back from `to`: each hop to the lowest-numbered chip one hop nearer
@@ -306,8 +307,13 @@ void Machine::lattice_route(const Lattice &l, int from, int to, Route *out) cons
             }
         }
         const int k = best_k;
-        out->links.push_back(
-            l.step[(static_cast<size_t>(best) * 3 + static_cast<size_t>(axis[k])) * 2 + static_cast<size_t>(best_way)]);
+        const int link =
+            l.step[(static_cast<size_t>(best) * 3 + static_cast<size_t>(axis[k])) * 2 + static_cast<size_t>(best_way)];
+        if (link < 0) { // a cable of a damaged torus is missing: search for this pair
+            *out = ShortestPaths(*this, from, to).to(*this, to);
+            return;
+        }
+        out->links.push_back(link);
         if (best_way == 0) {
             at[k] = at[k] == 0 ? size[k] - 1 : at[k] - 1;
             --ahead[k];

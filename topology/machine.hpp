@@ -131,7 +131,10 @@ public:
     // or ring whose links are all there with one latency (the presets, a
     // file's torus) in closed form, O(hops): the path the search below
     // takes, each hop back from `to` to the lowest-numbered chip one hop
-    // nearer `from`. Elsewhere Dijkstra over the links, O(L log C).
+    // nearer `from`. On a torus with some of its cables missing the same,
+    // where that path is all there (it is then still a shortest one), and
+    // a search for that pair where not. Elsewhere Dijkstra over the links,
+    // O(L log C).
     Route route(int from, int to) const;
     // The same, into `out` (its link list's storage reused).
     void route_into(int from, int to, Route *out) const;
@@ -151,6 +154,8 @@ private:
         int dims[3] = {1, 1, 1};
         // step[(chip * 3 + dim) * 2 + (0: +1, 1: -1)]: the link taking
         // that step from the chip, -1 where the dimension has size 1.
+        // step[] is -1 too for a cable missing from a torus (ccl-sim
+        // --fail-link, --fail-chip): a path that would cross it is searched.
         std::vector<int> step;
     };
     const Lattice &lattice() const;

@@ -105,6 +105,41 @@ TEST_CASE("a torus that is not regular keeps the search") {
     }
 }
 
+TEST_CASE("a torus with a cable down keeps the closed form where its path is whole, and searches the rest") {
+    // 6x5 less the cable 0-1 (ccl-sim --fail-link 0-1), then less chip 8's cables too.
+    const Machine whole = torus_machine(6, 5, kIcl);
+    Machine m("cut", Shape::Torus);
+    m.set_torus({6, 5});
+    for (int c = 0; c < whole.num_chips(); ++c) m.add_chip();
+    for (const Link &l : whole.links())
+        if (!(l.from + l.to == 1 && l.from * l.to == 0) && l.from != 8 && l.to != 8)
+            REQUIRE(m.add_link(l.from, l.to, kIcl).is_ok());
+    REQUIRE(m.closed_form_routes());
+    const int cut = m.link_index(0, 1);
+    CHECK(cut < 0);
+    for (int from = 0; from < m.num_chips(); ++from) {
+        const std::vector<Route> searched = m.routes_from(from);
+        for (int to = 0; to < m.num_chips(); ++to) {
+            INFO(from << " -> " << to);
+            const Route r = m.route(from, to);
+            const Route &s = searched[static_cast<size_t>(to)];
+            REQUIRE(r.reachable == s.reachable);
+            if (!r.reachable) continue;
+            // A shortest path of the cut machine: its links all there, in a chain.
+            CHECK(r.hops == s.hops);
+            int at = from;
+            for (int l : r.links) {
+                REQUIRE(l >= 0);
+                CHECK(m.links()[static_cast<size_t>(l)].from == at);
+                at = m.links()[static_cast<size_t>(l)].to;
+            }
+            CHECK(at == to);
+        }
+    }
+    CHECK(m.route(0, 1).hops == 3);
+    CHECK_FALSE(m.route(0, 8).reachable);
+}
+
 TEST_CASE("torus:XxYxZ is a 3D torus of six ports per chip") {
     Machine m;
     std::string error;
