@@ -178,6 +178,101 @@ ShmTransport::Queue *ShmTransport::queue(int owner, int sender, int channel) con
     return reinterpret_cast<Queue *>(base + segment_header_bytes() + index * queue_stride_);
 }
 
+Status ShmTransport::map_own_segment(int numa_node, int *fd_out) {
+    // Our own segment: anonymous shared memory (a memfd), sized sparsely
+    // (pages are only backed once a peer actually sends). It never has a
+    // name in /dev/shm, so no crash at any moment can leave a file behind;
+    // peers map it through /proc/<pid>/fd/<fd> while this rank holds it
+    // open, which the kernel allows only to processes of the same user
+    // that may inspect this one.
+    const int fd = static_cast<int>(syscall(SYS_memfd_create, "nnpccl-shm", MFD_CLOEXEC));
+    if (fd < 0) return errno_error("memfd_create of the shared-memory segment");
+    Status st;
+    if (ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) st = errno_error("ftruncate of the shm segment");
+    void *mem = MAP_FAILED;
+    if (st) {
+        mem = mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (mem == MAP_FAILED) {
+            const int map_errno = errno;
+            st =
+                system_error("mmap of this rank's %zu-byte shm segment: %s%s", segment_bytes_, std::strerror(map_errno),
+                             map_errno == ENOMEM ? " (out of address space or memory: ulimit -v may be too low)" : "");
+        }
+    }
+    if (!st) {
+        close(fd);
+        return st;
+    }
+    if (numa_node >= 0 && numa_node < 64) {
+        // Peers write these pages, and first touch would put them on the
+        // writer's node: ask for the reader's (this rank's) node instead.
+        unsigned long mask = 1ul << numa_node;
+        if (syscall(SYS_mbind, mem, segment_bytes_, 1 /* MPOL_PREFERRED */, &mask, 64, 0) != 0)
+            LOG_INFO("shm: could not prefer NUMA node %d for the segment: %s", numa_node, std::strerror(errno));
+    }
+    auto *seg = static_cast<Segment *>(mem);
+    seg->magic = kSegmentMagic;
+    seg->nranks = static_cast<uint32_t>(nranks_);
+    seg->channels = static_cast<uint32_t>(channels_);
+    seg->slots = static_cast<uint32_t>(slots_);
+    seg->owner_rank = static_cast<uint32_t>(rank_);
+    seg->slot_bytes = slot_bytes_;
+    seg->owner_pid = static_cast<int32_t>(getpid());
+    seg->registered_membarrier = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 ? 1 : 0;
+    seg->alive_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    segments_[static_cast<size_t>(rank_)] = seg;
+    pids_[static_cast<size_t>(rank_)] = getpid();
+    *fd_out = fd;
+    return Status::ok();
+}
+
+Status ShmTransport::map_peer_segment(int peer, const std::string &announcement) {
+    long peer_pid = 0, peer_fd = 0;
+    if (!parse_pid_fd(announcement, &peer_pid, &peer_fd)) {
+        return invalid_usage("rank %d announced a malformed shm segment '%.64s' (expected 'PID FD')", peer,
+                             announcement.c_str());
+    }
+    std::string path = format("/proc/%ld/fd/%ld", peer_pid, peer_fd);
+    int pfd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (pfd < 0) {
+        return errno_error(format("opening the shared memory of rank %d (%s); ranks that cannot see each other's "
+                                  "/proc (other users, other PID namespaces) need NNPCCL_TRANSPORT=ofi",
+                                  peer, path.c_str()));
+    }
+    struct stat info {};
+    void *pmem = MAP_FAILED;
+    const bool same_size = fstat(pfd, &info) == 0 && static_cast<size_t>(info.st_size) == segment_bytes_;
+    if (same_size) pmem = mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+    const int map_errno = errno;
+    close(pfd);
+    if (same_size && pmem == MAP_FAILED) {
+        return system_error("cannot map the shm segment of rank %d (%zu bytes): %s%s", peer, segment_bytes_,
+                            std::strerror(map_errno),
+                            map_errno == ENOMEM ? " (out of address space or memory: an address-space limit, "
+                                                  "ulimit -v, may be too low; NNPCCL_SHM_BYTES or a smaller "
+                                                  "NNPCCL_CHUNK_SIZE makes the segments smaller)"
+                                                : "");
+    }
+    if (pmem == MAP_FAILED) {
+        return system_error("cannot map the shm segment of rank %d (size %lld, expected %zu): do all ranks use "
+                            "the same NNPCCL_CHUNK_SIZE, NNPCCL_SHM_SLOTS and NNPCCL_SHM_BYTES?",
+                            peer, static_cast<long long>(info.st_size), segment_bytes_);
+    }
+    const auto *theirs = static_cast<const Segment *>(pmem);
+    if (theirs->magic != kSegmentMagic || theirs->owner_rank != static_cast<uint32_t>(peer) ||
+        theirs->owner_pid != peer_pid || theirs->nranks != static_cast<uint32_t>(nranks_) ||
+        theirs->channels != static_cast<uint32_t>(channels_) || theirs->slots != static_cast<uint32_t>(slots_) ||
+        theirs->slot_bytes != slot_bytes_) {
+        munmap(pmem, segment_bytes_);
+        return invalid_usage("the shared memory at %s is not rank %d's segment of this job with this layout "
+                             "(%d ranks, %d channels, %d slots of %zu bytes)",
+                             path.c_str(), peer, nranks_, channels_, slots_, slot_bytes_);
+    }
+    segments_[static_cast<size_t>(peer)] = static_cast<Segment *>(pmem);
+    pids_[static_cast<size_t>(peer)] = static_cast<pid_t>(peer_pid);
+    return Status::ok();
+}
+
 Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_peers, int channels,
                             const ShmOptions &options, size_t message_bytes, int numa_node, const Deadline &deadline,
                             std::unique_ptr<ShmTransport> *out) {
@@ -203,106 +298,17 @@ Status ShmTransport::create(Bootstrap &bootstrap, const std::vector<int> &local_
     t->segments_.assign(static_cast<size_t>(t->nranks_), nullptr);
     t->pids_.assign(static_cast<size_t>(t->nranks_), 0);
 
-    // Our own segment: anonymous shared memory (a memfd), sized sparsely
-    // (pages are only backed once a peer actually sends). It never has a
-    // name in /dev/shm, so no crash at any moment can leave a file behind;
-    // peers map it through /proc/<pid>/fd/<fd> while this rank holds it
-    // open, which the kernel allows only to processes of the same user
-    // that may inspect this one.
-    int fd = static_cast<int>(syscall(SYS_memfd_create, "nnpccl-shm", MFD_CLOEXEC));
-    if (fd < 0) return errno_error("memfd_create of the shared-memory segment");
-    Status st;
-    if (ftruncate(fd, static_cast<off_t>(t->segment_bytes_)) != 0) st = errno_error("ftruncate of the shm segment");
-    void *mem = MAP_FAILED;
-    if (st) {
-        mem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (mem == MAP_FAILED) {
-            const int map_errno = errno;
-            st = system_error("mmap of this rank's %zu-byte shm segment: %s%s", t->segment_bytes_,
-                              std::strerror(map_errno),
-                              map_errno == ENOMEM ? " (out of address space or memory: ulimit -v may be too low)" : "");
-        }
-    }
-    if (!st) {
-        close(fd);
-        return st;
-    }
-    if (numa_node >= 0 && numa_node < 64) {
-        // Peers write these pages, and first touch would put them on the
-        // writer's node: ask for the reader's (this rank's) node instead.
-        unsigned long mask = 1ul << numa_node;
-        if (syscall(SYS_mbind, mem, t->segment_bytes_, 1 /* MPOL_PREFERRED */, &mask, 64, 0) != 0)
-            LOG_INFO("shm: could not prefer NUMA node %d for the segment: %s", numa_node, std::strerror(errno));
-    }
-    auto *seg = static_cast<Segment *>(mem);
-    seg->magic = kSegmentMagic;
-    seg->nranks = static_cast<uint32_t>(t->nranks_);
-    seg->channels = static_cast<uint32_t>(channels);
-    seg->slots = static_cast<uint32_t>(t->slots_);
-    seg->owner_rank = static_cast<uint32_t>(t->rank_);
-    seg->slot_bytes = t->slot_bytes_;
-    seg->owner_pid = static_cast<int32_t>(getpid());
-    seg->registered_membarrier = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0 ? 1 : 0;
-    seg->alive_ns.store(monotonic_ns(), std::memory_order_relaxed);
-    t->segments_[static_cast<size_t>(t->rank_)] = seg;
-    t->pids_[static_cast<size_t>(t->rank_)] = getpid();
+    int fd = -1;
+    NNPCCL_TRY(t->map_own_segment(numa_node, &fd));
 
     // Everyone learns where everyone's segment is; each rank maps those of its local peers.
     std::string mine = std::to_string(getpid()) + " " + std::to_string(fd);
     std::vector<std::string> all;
-    st = bootstrap.allgather(mine, deadline, &all);
+    Status st = bootstrap.allgather(mine, deadline, &all);
     const bool gathered = st.is_ok();
     for (int peer : local_peers) {
         if (!st || peer == t->rank_) continue;
-        const std::string &entry = all[static_cast<size_t>(peer)];
-        long peer_pid = 0, peer_fd = 0;
-        if (!parse_pid_fd(entry, &peer_pid, &peer_fd)) {
-            st = invalid_usage("rank %d announced a malformed shm segment '%.64s' (expected 'PID FD')", peer,
-                               entry.c_str());
-            break;
-        }
-        std::string path = format("/proc/%ld/fd/%ld", peer_pid, peer_fd);
-        int pfd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-        if (pfd < 0) {
-            st = errno_error(format("opening the shared memory of rank %d (%s); ranks that cannot see each other's "
-                                    "/proc (other users, other PID namespaces) need NNPCCL_TRANSPORT=ofi",
-                                    peer, path.c_str()));
-            break;
-        }
-        struct stat info{};
-        void *pmem = MAP_FAILED;
-        const bool same_size = fstat(pfd, &info) == 0 && static_cast<size_t>(info.st_size) == t->segment_bytes_;
-        if (same_size) pmem = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
-        const int map_errno = errno;
-        close(pfd);
-        if (same_size && pmem == MAP_FAILED) {
-            st = system_error("cannot map the shm segment of rank %d (%zu bytes): %s%s", peer, t->segment_bytes_,
-                              std::strerror(map_errno),
-                              map_errno == ENOMEM ? " (out of address space or memory: an address-space limit, "
-                                                    "ulimit -v, may be too low; NNPCCL_SHM_BYTES or a smaller "
-                                                    "NNPCCL_CHUNK_SIZE makes the segments smaller)"
-                                                  : "");
-            break;
-        }
-        if (pmem == MAP_FAILED) {
-            st = system_error("cannot map the shm segment of rank %d (size %lld, expected %zu): do all ranks use "
-                              "the same NNPCCL_CHUNK_SIZE, NNPCCL_SHM_SLOTS and NNPCCL_SHM_BYTES?",
-                              peer, static_cast<long long>(info.st_size), t->segment_bytes_);
-            break;
-        }
-        const auto *theirs = static_cast<const Segment *>(pmem);
-        if (theirs->magic != kSegmentMagic || theirs->owner_rank != static_cast<uint32_t>(peer) ||
-            theirs->owner_pid != peer_pid || theirs->nranks != static_cast<uint32_t>(t->nranks_) ||
-            theirs->channels != static_cast<uint32_t>(channels) || theirs->slots != static_cast<uint32_t>(t->slots_) ||
-            theirs->slot_bytes != t->slot_bytes_) {
-            munmap(pmem, t->segment_bytes_);
-            st = invalid_usage("the shared memory at %s is not rank %d's segment of this job with this layout "
-                               "(%d ranks, %d channels, %d slots of %zu bytes)",
-                               path.c_str(), peer, t->nranks_, channels, t->slots_, t->slot_bytes_);
-            break;
-        }
-        t->segments_[static_cast<size_t>(peer)] = static_cast<Segment *>(pmem);
-        t->pids_[static_cast<size_t>(peer)] = static_cast<pid_t>(peer_pid);
+        st = t->map_peer_segment(peer, all[static_cast<size_t>(peer)]);
     }
     // Every rank of the host sees the same segments, so all decide alike.
     t->asymmetric_fences_ = st.is_ok();

@@ -101,6 +101,11 @@ private:
     void ring_if_asleep(int rank);
     bool notice_changes();
     void populate_queues(const std::vector<int> &local_peers);
+    // create()'s parts: this rank's segment, made and mapped, its
+    // descriptor in *fd; and a local peer's, mapped from its announcement
+    // ("PID FD") and checked to be that rank's of this job and layout.
+    Status map_own_segment(int numa_node, int *fd);
+    Status map_peer_segment(int peer, const std::string &announcement);
 
     int rank_ = -1;
     int nranks_ = 0;
