@@ -93,25 +93,12 @@ public:
     Engine(const Network &network, const SimOptions &options, TraceSink *trace)
         : net_(network), options_(options), trace_(trace) {}
 
+    // Every rank's program as steps in one array, the streams between
+    // channels numbered as they appear, then each stream's route.
     Status compile(const ProgramSource &source) {
         const Topology &t = net_.topology();
-        const int p = t.nranks();
-        std::unordered_map<uint64_t, uint32_t> ids;
-        auto stream_of = [&](int src, int dst, int wire) -> uint32_t {
-            const uint64_t key =
-                (static_cast<uint64_t>(src) << 40) | (static_cast<uint64_t>(dst) << 16) | static_cast<uint64_t>(wire);
-            auto [it, added] = ids.emplace(key, static_cast<uint32_t>(streams_.size()));
-            if (added) {
-                Stream s;
-                s.src = src;
-                s.dst = dst;
-                s.wire = wire;
-                streams_.push_back(s);
-            }
-            return it->second;
-        };
         RankProgram program;
-        for (int r = 0; r < p; ++r) {
+        for (int r = 0; r < t.nranks(); ++r) {
             program.clear();
             source(r, &program);
             int local = 0, op = 0;
@@ -120,91 +107,15 @@ public:
                     if (wire >= (1u << 16))
                         return internal_error("%s has %zu channels; the simulator takes up to 65536",
                                               schedule.algorithm.c_str(), schedule.channels.size());
-                    const int id = static_cast<int>(channels_.size());
-                    Channel ch;
-                    ch.rank = r;
-                    ch.local = local;
-                    ch.chip = t.chip_of(r);
-                    ch.cursor = ch.begin = steps_.size();
-                    ch.op = op;
-                    ch.wire = static_cast<int>(wire);
-                    // Ring-like channels talk to the same peers step after
-                    // step: remember the last streams rather than hash again.
-                    int last_recv_peer = -1, last_send_peer = -1;
-                    uint32_t last_recv = kNone, last_send = kNone;
-                    for (const Step &s : schedule.channels[wire]) {
-                        CompactStep c{(static_cast<uint64_t>(s.flags) << kFlagShift) |
-                                          static_cast<uint64_t>(s.count * options_.elem_size),
-                                      kNone, kNone};
-                        if (s.count * options_.elem_size > kBytesMask)
-                            return internal_error("a step of %zu bytes is beyond the simulator's 2^56",
-                                                  s.count * options_.elem_size);
-                        if (s.has(kRecv)) {
-                            if (s.recv_peer < 0 || s.recv_peer >= p || s.recv_peer == r)
-                                return bad_peer(schedule, r, local, s.recv_peer, "receives from");
-                            if (s.recv_peer != last_recv_peer) {
-                                last_recv = stream_of(s.recv_peer, r, static_cast<int>(wire));
-                                last_recv_peer = s.recv_peer;
-                            }
-                            Stream &in = streams_[last_recv];
-                            if (in.receiver >= 0 && in.receiver != id)
-                                return two_channels(schedule, in, "receives from");
-                            in.receiver = id;
-                            ++in.consumed;
-                            c.recv = last_recv;
-                        }
-                        if (s.has(kSend)) {
-                            if (s.send_peer < 0 || s.send_peer >= p || s.send_peer == r)
-                                return bad_peer(schedule, r, local, s.send_peer, "sends to");
-                            if (s.send_peer != last_send_peer) {
-                                last_send = stream_of(r, s.send_peer, static_cast<int>(wire));
-                                last_send_peer = s.send_peer;
-                            }
-                            Stream &out = streams_[last_send];
-                            if (out.sender >= 0 && out.sender != id) return two_channels(schedule, out, "sends to");
-                            out.sender = id;
-                            ++out.sent;
-                            c.send = last_send;
-                        }
-                        steps_.push_back(c);
-                    }
-                    ch.end = steps_.size();
-                    channels_.push_back(ch);
+                    NNPCCL_TRY(compile_channel(schedule, static_cast<int>(wire), r, local, op));
                 }
                 ++op;
             }
             if (!program.empty()) algorithm_ = program.front().algorithm;
         }
-        std::vector<const std::vector<uint32_t> *> routes(streams_.size());
-        size_t pooled = 0;
-        for (size_t i = 0; i < streams_.size(); ++i) {
-            Stream &s = streams_[i];
-            if (s.sent != s.consumed)
-                return Status(NNPCCL_ERR_INTERNAL, algorithm_ + ": rank " + std::to_string(s.src) + " sends " +
-                                                       std::to_string(s.sent) + " messages to rank " +
-                                                       std::to_string(s.dst) + " on channel " + std::to_string(s.wire) +
-                                                       ", which receives " + std::to_string(s.consumed));
-            const std::vector<uint32_t> *path = net_.path(t.chip_of(s.src), t.chip_of(s.dst));
-            if (path == nullptr)
-                return Status(NNPCCL_ERR_INVALID_ARGUMENT, "no route from rank " + std::to_string(s.src) + " (chip " +
-                                                               std::to_string(t.chip_of(s.src)) + ") to rank " +
-                                                               std::to_string(s.dst) + " (chip " +
-                                                               std::to_string(t.chip_of(s.dst)) + ")");
-            routes[i] = path;
-            pooled += path->size();
-            s.sent = s.consumed = 0;
-        }
-        // The routes the streams take, next to each other in stream order:
-        // the Network's rows hold every route of the machine, scattered.
-        paths_.resize(pooled);
-        pooled = 0;
-        for (size_t i = 0; i < streams_.size(); ++i) {
-            std::copy(routes[i]->begin(), routes[i]->end(), paths_.begin() + static_cast<std::ptrdiff_t>(pooled));
-            streams_[i].path = paths_.data() + pooled;
-            streams_[i].path_length = static_cast<uint32_t>(routes[i]->size());
-            pooled += routes[i]->size();
-        }
-        if (trace_ != nullptr) trace_->begin(p);
+        stream_ids_ = {};
+        NNPCCL_TRY(route_streams());
+        if (trace_ != nullptr) trace_->begin(t.nranks());
         return Status::ok();
     }
 
@@ -265,6 +176,113 @@ private:
         double bytes = 0;
         double peak_backlog_us = 0; // the longest a message waited for it to be free
     };
+
+    // The stream from `src` to `dst` on channel `wire`, numbered at first sight.
+    uint32_t stream_of(int src, int dst, int wire) {
+        const uint64_t key =
+            (static_cast<uint64_t>(src) << 40) | (static_cast<uint64_t>(dst) << 16) | static_cast<uint64_t>(wire);
+        auto [it, added] = stream_ids_.emplace(key, static_cast<uint32_t>(streams_.size()));
+        if (added) {
+            Stream s;
+            s.src = src;
+            s.dst = dst;
+            s.wire = wire;
+            streams_.push_back(s);
+        }
+        return it->second;
+    }
+
+    // One channel of rank r's op-th schedule: its steps, and the streams
+    // it sends and receives on (each stream has one channel at each end).
+    Status compile_channel(const Schedule &schedule, int wire, int r, int local, int op) {
+        const Topology &t = net_.topology();
+        const int p = t.nranks();
+        const int id = static_cast<int>(channels_.size());
+        Channel ch;
+        ch.rank = r;
+        ch.local = local;
+        ch.chip = t.chip_of(r);
+        ch.cursor = ch.begin = steps_.size();
+        ch.op = op;
+        ch.wire = wire;
+        // Ring-like channels talk to the same peers step after step:
+        // remember the last streams rather than hash again.
+        int last_recv_peer = -1, last_send_peer = -1;
+        uint32_t last_recv = kNone, last_send = kNone;
+        for (const Step &s : schedule.channels[static_cast<size_t>(wire)]) {
+            CompactStep c{(static_cast<uint64_t>(s.flags) << kFlagShift) |
+                              static_cast<uint64_t>(s.count * options_.elem_size),
+                          kNone, kNone};
+            if (s.count * options_.elem_size > kBytesMask)
+                return internal_error("a step of %zu bytes is beyond the simulator's 2^56",
+                                      s.count * options_.elem_size);
+            if (s.has(kRecv)) {
+                if (s.recv_peer < 0 || s.recv_peer >= p || s.recv_peer == r)
+                    return bad_peer(schedule, r, local, s.recv_peer, "receives from");
+                if (s.recv_peer != last_recv_peer) {
+                    last_recv = stream_of(s.recv_peer, r, wire);
+                    last_recv_peer = s.recv_peer;
+                }
+                Stream &in = streams_[last_recv];
+                if (in.receiver >= 0 && in.receiver != id) return two_channels(schedule, in, "receives from");
+                in.receiver = id;
+                ++in.consumed;
+                c.recv = last_recv;
+            }
+            if (s.has(kSend)) {
+                if (s.send_peer < 0 || s.send_peer >= p || s.send_peer == r)
+                    return bad_peer(schedule, r, local, s.send_peer, "sends to");
+                if (s.send_peer != last_send_peer) {
+                    last_send = stream_of(r, s.send_peer, wire);
+                    last_send_peer = s.send_peer;
+                }
+                Stream &out = streams_[last_send];
+                if (out.sender >= 0 && out.sender != id) return two_channels(schedule, out, "sends to");
+                out.sender = id;
+                ++out.sent;
+                c.send = last_send;
+            }
+            steps_.push_back(c);
+        }
+        ch.end = steps_.size();
+        channels_.push_back(ch);
+        return Status::ok();
+    }
+
+    // Checks that every stream's two ends count the same messages, and
+    // lays the streams' routes next to each other in stream order (the
+    // Network's rows hold every route of the machine, scattered).
+    Status route_streams() {
+        const Topology &t = net_.topology();
+        std::vector<const std::vector<uint32_t> *> routes(streams_.size());
+        size_t pooled = 0;
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            Stream &s = streams_[i];
+            if (s.sent != s.consumed)
+                return Status(NNPCCL_ERR_INTERNAL, algorithm_ + ": rank " + std::to_string(s.src) + " sends " +
+                                                       std::to_string(s.sent) + " messages to rank " +
+                                                       std::to_string(s.dst) + " on channel " + std::to_string(s.wire) +
+                                                       ", which receives " + std::to_string(s.consumed));
+            const std::vector<uint32_t> *path = net_.path(t.chip_of(s.src), t.chip_of(s.dst));
+            if (path == nullptr)
+                return Status(NNPCCL_ERR_INVALID_ARGUMENT, "no route from rank " + std::to_string(s.src) + " (chip " +
+                                                               std::to_string(t.chip_of(s.src)) + ") to rank " +
+                                                               std::to_string(s.dst) + " (chip " +
+                                                               std::to_string(t.chip_of(s.dst)) + ")");
+            routes[i] = path;
+            pooled += path->size();
+            s.sent = s.consumed = 0;
+        }
+        paths_.resize(pooled);
+        pooled = 0;
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            std::copy(routes[i]->begin(), routes[i]->end(), paths_.begin() + static_cast<std::ptrdiff_t>(pooled));
+            streams_[i].path = paths_.data() + pooled;
+            streams_[i].path_length = static_cast<uint32_t>(routes[i]->size());
+            pooled += routes[i]->size();
+        }
+        return Status::ok();
+    }
 
     Status bad_peer(const Schedule &s, int rank, int channel, int peer, const char *what) const {
         return internal_error("%s: rank %d channel %d %s rank %d, not another rank of %d", s.algorithm.c_str(), rank,
@@ -480,6 +498,7 @@ private:
     SimOptions options_;
     TraceSink *trace_;
     std::string algorithm_;
+    std::unordered_map<uint64_t, uint32_t> stream_ids_; // (src, dst, wire) -> stream, while compiling
     BigVector<CompactStep> steps_;
     BigVector<Stream> streams_;
     BigVector<uint32_t> paths_; // the streams' routes
