@@ -62,4 +62,9 @@ private:
 // outside 0..p-1 get no channels.
 Schedule build_torus_tree(const CollectiveArgs &args, const TorusGrid &grid);
 
+// torus_relay's allreduce (torus_relay.cpp) on a grid of one to three
+// dimensions: every vector relayed along the lines of each dimension in
+// turn, summed in coordinate order on every rank.
+Schedule build_torus_relay(const CollectiveArgs &args, const TorusGrid &grid);
+
 } // namespace nnpccl

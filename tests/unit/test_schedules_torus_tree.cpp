@@ -193,3 +193,21 @@ TEST_CASE("torus trees apply on 2D and 3D tori the ranks fill, not elsewhere", "
         }
     }
 }
+
+TEST_CASE("torus relay allreduce is bit-exact and deadlock-free on grids of one to three dimensions",
+          "[schedules][library][torus_tree]") {
+    for (const GridCase &g : kGrids)
+        for (bool scrambled : {false, true}) {
+            const TorusGrid grid = grid_of(g.dims, g.wrap, scrambled);
+            const int p = static_cast<int>(grid.rank_at.size());
+            const Builder build = [grid](const CollectiveArgs &args) { return build_torus_relay(args, grid); };
+            for (size_t count : {0, 1, 97, 1000})
+                for (bool in_place : {false, true})
+                    for (nnpccl_redop_t op : {NNPCCL_SUM, NNPCCL_AVG}) {
+                        INFO("dims " << g.dims.size() << " p=" << p << " scrambled=" << scrambled << " count=" << count
+                                     << " in_place=" << in_place);
+                        CHECK(simulate(make_shape(Collective::Allreduce, p, count, in_place, 0, NNPCCL_FLOAT32, op),
+                                       build, 64) == 0);
+                    }
+        }
+}
