@@ -30,7 +30,7 @@
 #include "patterns.hpp"
 #include "registry.hpp"
 #include "step_list.hpp"
-#include "torus_tree.hpp"
+#include "torus_trees.hpp"
 
 namespace nnpccl {
 
@@ -143,7 +143,7 @@ Schedule build_relay(const CollectiveArgs &args, const TorusGrid &grid) {
 double predict_relay_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     TorusGrid grid;
-    if (p <= 1 || !torus_tree_grid(t, p, &grid)) return p <= 1 ? 0 : kInfinity;
+    if (p <= 1 || !torus_trees_grid(t, p, &grid)) return p <= 1 ? 0 : kInfinity;
     const double total = static_cast<double>(call_bytes(args));
     const double chunk = std::min(total, chunk_bytes(args));
     const double rounds = messages(total, chunk);
@@ -160,7 +160,7 @@ double predict_relay_us(const CollectiveArgs &args, const Topology &t, const Cos
 
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     TorusGrid grid;
-    if (torus_tree_grid(t, args.nranks, &grid)) return true;
+    if (torus_trees_grid(t, args.nranks, &grid)) return true;
     if (why_not != nullptr)
         *why_not =
             t.machine().shape() == Shape::Flat
@@ -173,7 +173,7 @@ bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_
 
 Schedule build_on(const CollectiveArgs &args, const Topology &t) {
     TorusGrid grid;
-    if (!torus_tree_grid(t, args.nranks, &grid)) return Schedule{};
+    if (!torus_trees_grid(t, args.nranks, &grid)) return Schedule{};
     return build_relay(args, grid);
 }
 

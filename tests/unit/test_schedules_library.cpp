@@ -18,7 +18,7 @@
 
 #include "patterns.hpp"
 #include "schedule_sim.hpp"
-#include "torus_tree.hpp"
+#include "torus_trees.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -196,12 +196,12 @@ TEST_CASE("torus trees are bit-exact and deadlock-free from every root, on grids
                                           : std::vector<int>{};
         grid.wrap.assign(grid.dims.size(), true);
         for (int i = 0; i < p; ++i) grid.rank_at.push_back(p - 1 - i); // not in rank order
-        return build_torus_tree(args, grid);
+        return build_torus_trees(args, grid);
     };
     const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
-    check_grid("torus_tree", on_grid, {Collective::Allreduce}, ranks, root_zero);
+    check_grid("torus_trees", on_grid, {Collective::Allreduce}, ranks, root_zero);
     for (auto root_for : {root_zero, root_inside, root_last})
-        check_grid("torus_tree", on_grid, {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
+        check_grid("torus_trees", on_grid, {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
 }
 
 TEST_CASE("direct allgather and reduce-scatter are bit-exact and deadlock-free on any rank count",

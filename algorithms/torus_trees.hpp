@@ -1,4 +1,4 @@
-// Trees embedded in a torus (torus_tree.cpp): broadcast, reduce and
+// Trees embedded in a torus (torus_trees.cpp): broadcast, reduce and
 // allreduce down and up shortest-path trees whose every edge is one link.
 #pragma once
 
@@ -24,7 +24,7 @@ struct TorusGrid {
 // The grid the ranks fill: Topology::torus()'s 2D grid, or a 3D torus
 // every chip of which holds one rank. False (and no grid) otherwise, or on
 // the host model.
-bool torus_tree_grid(const Topology &t, int nranks, TorusGrid *out);
+bool torus_trees_grid(const Topology &t, int nranks, TorusGrid *out);
 
 // Channel c's tree over grid indices. Its dimensions are taken in the
 // order c, c+1, ... (mod D): the root sends along the first only, its line
@@ -60,7 +60,7 @@ private:
 // chunks pipelined both ways; one channel per dimension, each a piece of
 // the data. Other collectives, a grid not holding every rank, or a root
 // outside 0..p-1 get no channels.
-Schedule build_torus_tree(const CollectiveArgs &args, const TorusGrid &grid);
+Schedule build_torus_trees(const CollectiveArgs &args, const TorusGrid &grid);
 
 // torus_relay's allreduce (torus_relay.cpp) on a grid of one to three
 // dimensions: every vector relayed along the lines of each dimension in

@@ -1,5 +1,5 @@
 // Broadcast, reduce and allreduce on trees embedded in a torus of one to
-// three dimensions (torus_tree.hpp has the trees' shape): every edge is one
+// three dimensions (torus_trees.hpp has the trees' shape): every edge is one
 // link, and a rank is as many hops from the root as the torus puts it (one
 // more on the root's lines beyond the first), so a small call takes about
 // the torus's radius in hops: Σ_d a_d/2, 32 on nnpt-pod1024 (32x32) and 12
@@ -20,7 +20,7 @@
 // so at 4 KiB a broadcast takes ~h hops, and for large n it runs at a
 // link's bandwidth per piece: n/(D·β) (a ring's pipeline, at n/(4β) on a
 // 2D torus's four ports, takes over beyond some MiB where h is large).
-#include "torus_tree.hpp"
+#include "torus_trees.hpp"
 
 #include <algorithm>
 
@@ -31,7 +31,7 @@
 
 namespace nnpccl {
 
-bool torus_tree_grid(const Topology &t, int nranks, TorusGrid *out) {
+bool torus_trees_grid(const Topology &t, int nranks, TorusGrid *out) {
     TorusGrid grid;
     if (t.machine().shape() == Shape::Flat || nranks != t.nranks()) return false;
     if (const RankGrid *g = t.torus()) {
@@ -222,9 +222,9 @@ int index_of_rank(const TorusGrid &grid, int rank) {
 
 } // namespace
 
-Schedule build_torus_tree(const CollectiveArgs &args, const TorusGrid &grid) {
+Schedule build_torus_trees(const CollectiveArgs &args, const TorusGrid &grid) {
     Schedule sched;
-    sched.algorithm = "torus_tree";
+    sched.algorithm = "torus_trees";
     const Collective coll = args.collective;
     if (coll != Collective::Allreduce && coll != Collective::Broadcast && coll != Collective::Reduce) return sched;
     if (static_cast<int>(grid.rank_at.size()) != args.nranks) return sched;
@@ -314,11 +314,11 @@ TreeWays tree_ways(const Topology &t, const TorusGrid &grid, int root_index, int
     return ways;
 }
 
-double predict_torus_tree_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+double predict_torus_trees_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
     if (p <= 1) return 0;
     TorusGrid grid;
-    if (!torus_tree_grid(t, p, &grid)) return kInfinity;
+    if (!torus_trees_grid(t, p, &grid)) return kInfinity;
     const Collective coll = args.collective;
     const bool allreduce = coll == Collective::Allreduce;
     const int root_index = allreduce ? centre_index(grid) : index_of_rank(grid, args.root);
@@ -337,7 +337,7 @@ double predict_torus_tree_us(const CollectiveArgs &args, const Topology &t, cons
 
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     TorusGrid grid;
-    if (torus_tree_grid(t, args.nranks, &grid)) return applies_with_valid_root(args, t, why_not);
+    if (torus_trees_grid(t, args.nranks, &grid)) return applies_with_valid_root(args, t, why_not);
     if (why_not != nullptr)
         *why_not =
             t.machine().shape() == Shape::Flat
@@ -350,20 +350,20 @@ bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_
 
 Schedule build_on(const CollectiveArgs &args, const Topology &t) {
     TorusGrid grid;
-    if (!torus_tree_grid(t, args.nranks, &grid)) return Schedule{};
-    return build_torus_tree(args, grid);
+    if (!torus_trees_grid(t, args.nranks, &grid)) return Schedule{};
+    return build_torus_trees(args, grid);
 }
 
 int channels_on(const Topology &t) {
     TorusGrid grid;
-    return torus_tree_grid(t, t.nranks(), &grid) ? std::max(1, static_cast<int>(grid.dims.size())) : 1;
+    return torus_trees_grid(t, t.nranks(), &grid) ? std::max(1, static_cast<int>(grid.dims.size())) : 1;
 }
 
 } // namespace
 
-const AlgorithmInfo &torus_tree_algorithm() {
+const AlgorithmInfo &torus_trees_algorithm() {
     static const AlgorithmInfo info{
-        "torus_tree",
+        "torus_trees",
         "shortest-path trees of torus links, dimension by dimension, one per dimension with half (a third) of the "
         "data, the root sending along its own dimension: about the torus's radius in hops; chunks pipelined down "
         "(broadcast), up (reduce) or both (allreduce, through the grid's centre)",
@@ -371,7 +371,7 @@ const AlgorithmInfo &torus_tree_algorithm() {
         {Collective::Allreduce, Collective::Broadcast, Collective::Reduce},
         build_on,
         applies_on,
-        predict_torus_tree_us,
+        predict_torus_trees_us,
         channels_on};
     return info;
 }

@@ -1,4 +1,4 @@
-// The trees embedded in a torus (torus_tree.cpp): their shape on grids of
+// The trees embedded in a torus (torus_trees.cpp): their shape on grids of
 // one to three dimensions, with and without wrap-around, and their
 // broadcast, reduce and allreduce run by the simulation harness
 // (schedule_sim.hpp) bit for bit over 1-8 ranks, every root, in and out of
@@ -12,7 +12,7 @@
 #include "registry.hpp"
 #include "schedule_sim.hpp"
 #include "topology.hpp"
-#include "torus_tree.hpp"
+#include "torus_trees.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -88,7 +88,7 @@ void check_tree_shape(const TorusGrid &grid, int root, int channel) {
 } // namespace
 
 TEST_CASE("torus trees: every rank hangs one link from its parent, on every grid and from every root",
-          "[schedules][torus_tree]") {
+          "[schedules][torus_trees]") {
     for (const GridCase &g : kGrids) {
         const TorusGrid grid = grid_of(g.dims, g.wrap, false);
         const int n = static_cast<int>(grid.rank_at.size());
@@ -101,7 +101,7 @@ TEST_CASE("torus trees: every rank hangs one link from its parent, on every grid
 }
 
 TEST_CASE("torus trees: the root sends along its channel's dimension only, and a torus's depth is its radius + 1",
-          "[schedules][torus_tree]") {
+          "[schedules][torus_trees]") {
     const TorusGrid grid = grid_of({8, 4}, {true, true}, false);
     for (int channel = 0; channel < 2; ++channel) {
         const TorusTree tree(grid, 0, channel);
@@ -126,7 +126,7 @@ TEST_CASE("torus trees: the root sends along its channel's dimension only, and a
 }
 
 TEST_CASE("torus trees: broadcast, reduce and allreduce are bit-exact and deadlock-free on every grid",
-          "[schedules][library][torus_tree]") {
+          "[schedules][library][torus_trees]") {
     const size_t counts[] = {0, 1, 97, 1000};
     struct TypedOp {
         nnpccl_datatype_t dt;
@@ -137,7 +137,7 @@ TEST_CASE("torus trees: broadcast, reduce and allreduce are bit-exact and deadlo
         for (bool scrambled : {false, true}) {
             const TorusGrid grid = grid_of(g.dims, g.wrap, scrambled);
             const int p = static_cast<int>(grid.rank_at.size());
-            const Builder build = [grid](const CollectiveArgs &args) { return build_torus_tree(args, grid); };
+            const Builder build = [grid](const CollectiveArgs &args) { return build_torus_trees(args, grid); };
             for (Collective coll : {Collective::Broadcast, Collective::Reduce, Collective::Allreduce})
                 for (int root = 0; root < (coll == Collective::Allreduce ? 1 : p); ++root)
                     for (size_t count : counts)
@@ -157,8 +157,8 @@ TEST_CASE("torus trees: broadcast, reduce and allreduce are bit-exact and deadlo
         }
 }
 
-TEST_CASE("torus trees apply on 2D and 3D tori the ranks fill, not elsewhere", "[schedules][torus_tree]") {
-    const AlgorithmInfo *tree = find_algorithm("torus_tree");
+TEST_CASE("torus trees apply on 2D and 3D tori the ranks fill, not elsewhere", "[schedules][torus_trees]") {
+    const AlgorithmInfo *tree = find_algorithm("torus_trees");
     REQUIRE(tree != nullptr);
     struct Case {
         const char *topo;
@@ -195,7 +195,7 @@ TEST_CASE("torus trees apply on 2D and 3D tori the ranks fill, not elsewhere", "
 }
 
 TEST_CASE("torus relay allreduce is bit-exact and deadlock-free on grids of one to three dimensions",
-          "[schedules][library][torus_tree]") {
+          "[schedules][library][torus_trees]") {
     for (const GridCase &g : kGrids)
         for (bool scrambled : {false, true}) {
             const TorusGrid grid = grid_of(g.dims, g.wrap, scrambled);
