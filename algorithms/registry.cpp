@@ -44,6 +44,7 @@ const AlgorithmInfo &swing_algorithm();
 const AlgorithmInfo &swing_latency_algorithm();
 const AlgorithmInfo &swing_binomial_algorithm();
 const AlgorithmInfo &torus_relay_algorithm();
+const AlgorithmInfo &torus_trees_algorithm();
 const AlgorithmInfo &direct_algorithm();
 const AlgorithmInfo &pairwise_algorithm();
 const AlgorithmInfo &p2p_algorithm();
@@ -61,6 +62,7 @@ const std::vector<AlgorithmInfo> &algorithm_registry() {
         swing_latency_algorithm(),
         swing_binomial_algorithm(),
         torus_relay_algorithm(),
+        torus_trees_algorithm(),
         direct_algorithm(),
         pairwise_algorithm(),
         p2p_algorithm(),

@@ -1,14 +1,15 @@
 // Allreduce for small messages on a torus: every rank's vector relayed
-// along its row both ways, each rank summing the row's vectors in the
-// order of their columns, then the row sums relayed along each column the
-// same way and summed in the order of their rows. Each vector spreads as
+// along its line in the first dimension both ways, each rank summing the
+// line's vectors in the order of their coordinates, then the sums relayed
+// along each line of the second dimension the same way and summed in
+// coordinate order, then (on a 3D torus) the third. Each vector spreads as
 // a broadcast tree embedded in the torus, dimension by dimension, so a
-// call takes about x/2 + y/2 hops: 32 on nnpt-pod1024 (32x32), where
+// call takes about Σ a_d/2 hops: 32 on nnpt-pod1024 (32x32), where
 // swing_latency's recursive doubling takes 2 * (1+1+3+5+11) = 42 and the
-// torus's rings 2(x+y-2) = 124. Every rank adds the same vectors in the
-// same order, so all hold the same bits.
+// torus's rings 2(x+y-2) = 124; 12 on torus:8x8x8. Every rank adds the
+// same vectors in the same order, so all hold the same bits.
 //
-// A row of a ranks: the vectors from the a/2 ranks on the left arrive from
+// A line of a ranks: the vectors from the a/2 ranks on the left arrive from
 // the left, one hop further each step, and those of the (a-1)/2 on the
 // right from the right; a rank forwards each one on until it has gone its
 // distance. One channel carries both directions, so that the sum waits
@@ -16,12 +17,12 @@
 // whole way (the messages stay one per stream ahead of their receive, as
 // the ring's do).
 //
-// p = x·y ranks, n bytes, C bytes per chunk, α the latency of a hop, β per
-// byte of a port, γ per byte reduced; h_x = x/2, h_y = y/2:
+// p = Π a_d ranks, n bytes, C bytes per chunk, α the latency of a hop, β per
+// byte of a port, γ per byte reduced; h_d = a_d/2:
 //
-//   allreduce  ceil(n/C) · [h_x·(α + Cβ) + (x-1)·Cγ + h_y·(α + Cβ) + (y-1)·Cγ]
+//   allreduce  ceil(n/C) · Σ_d [h_d·(α + Cβ) + (a_d - 1)·Cγ]
 //
-// Scratch: the row's x vectors, then the column's y row sums, (x+y)·count.
+// Scratch: each dimension's line of vectors, Σ a_d · count.
 #include <algorithm>
 
 #include "builders.hpp"
@@ -29,6 +30,7 @@
 #include "patterns.hpp"
 #include "registry.hpp"
 #include "step_list.hpp"
+#include "torus_trees.hpp"
 
 namespace nnpccl {
 
@@ -81,39 +83,55 @@ void sum_in_order(const RelayRing &ring, const ElemRange &c, size_t count, BufRe
     for (int k = 1; k < a; ++k) steps.add(kReduce, -1, -1, slot(k), dst, c.size(), finalize && k == a - 1);
 }
 
-Schedule build_relay(const CollectiveArgs &args, const RankGrid &grid) {
+// A grid of one to three dimensions: the lines through this rank along each,
+// their vectors' slots one dimension after another.
+std::vector<RelayRing> relay_rings(const TorusGrid &grid, int index) {
+    std::vector<RelayRing> rings;
+    size_t base = 0, stride = 1;
+    for (size_t d = 0; d < grid.dims.size(); ++d) {
+        const int a = grid.dims[d];
+        const int at = static_cast<int>(static_cast<size_t>(index) / stride % static_cast<size_t>(a));
+        RelayRing ring;
+        for (int k = 0; k < a; ++k)
+            ring.ranks.push_back(grid.rank_at[static_cast<size_t>(index + (k - at) * static_cast<int>(stride))]);
+        ring.me = at;
+        ring.base = base;
+        base += static_cast<size_t>(a);
+        stride *= static_cast<size_t>(a);
+        rings.push_back(std::move(ring));
+    }
+    return rings;
+}
+
+Schedule build_relay(const CollectiveArgs &args, const TorusGrid &grid) {
     Schedule sched;
     sched.algorithm = "torus_relay";
-    if (args.collective != Collective::Allreduce || grid.x * grid.y != args.nranks) return sched;
+    if (args.collective != Collective::Allreduce || static_cast<int>(grid.rank_at.size()) != args.nranks) return sched;
     const auto here = std::find(grid.rank_at.begin(), grid.rank_at.end(), args.rank) - grid.rank_at.begin();
-    const int i = static_cast<int>(here) % grid.x, j = static_cast<int>(here) / grid.x;
-    RelayRing row, column;
-    for (int k = 0; k < grid.x; ++k) row.ranks.push_back(grid.rank(k, j));
-    for (int k = 0; k < grid.y; ++k) column.ranks.push_back(grid.rank(i, k));
-    row.me = i;
-    column.me = j;
-    column.base = static_cast<size_t>(grid.x);
+    const std::vector<RelayRing> rings = relay_rings(grid, static_cast<int>(here));
     sched.channels.resize(1);
     StepList steps(sched.channels[0]);
-    if (args.nranks == 1) {
+    if (rings.empty()) {
         steps.add(kStore, -1, -1, BufRef{Buf::Send, 0}, BufRef{Buf::Recv, 0}, args.count, true);
         return sched;
     }
-    sched.scratch_elems = static_cast<size_t>(grid.x + grid.y) * args.count;
     const size_t count = args.count;
+    sched.scratch_elems = (rings.back().base + rings.back().ranks.size()) * count;
     // The own vector is copied to its slot first: sent from there, the
-    // caller's buffer (the result's, in place) is free to be written.
+    // caller's buffer (the result's, in place) is free to be written. Each
+    // dimension's sum lands in this rank's slot of the next dimension's line.
     for (const ElemRange &c : chunked(0, count, std::max<size_t>(1, args.chunk_elems))) {
         steps.add(kStore, -1, -1, BufRef{Buf::Send, c.begin},
-                  BufRef{Buf::Scratch, static_cast<size_t>(i) * count + c.begin}, c.size());
-        relay(row, c, count, steps);
-        const BufRef row_sum = grid.y > 1
-                                   ? BufRef{Buf::Scratch, (column.base + static_cast<size_t>(j)) * count + c.begin}
-                                   : BufRef{Buf::Recv, c.begin};
-        sum_in_order(row, c, count, row_sum, grid.y == 1, steps);
-        if (grid.y == 1) continue;
-        relay(column, c, count, steps);
-        sum_in_order(column, c, count, BufRef{Buf::Recv, c.begin}, true, steps);
+                  BufRef{Buf::Scratch, static_cast<size_t>(rings[0].me) * count + c.begin}, c.size());
+        for (size_t d = 0; d < rings.size(); ++d) {
+            relay(rings[d], c, count, steps);
+            const bool last = d + 1 == rings.size();
+            const BufRef sum =
+                last ? BufRef{Buf::Recv, c.begin}
+                     : BufRef{Buf::Scratch,
+                              (rings[d + 1].base + static_cast<size_t>(rings[d + 1].me)) * count + c.begin};
+            sum_in_order(rings[d], c, count, sum, last, steps);
+        }
     }
     return sched;
 }
@@ -124,19 +142,15 @@ Schedule build_relay(const CollectiveArgs &args, const RankGrid &grid) {
 // forward, then a - 1 sums of it (the model's γ).
 double predict_relay_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
     const int p = args.nranks;
-    const RankGrid *grid = t.torus();
-    if (p <= 1 || grid == nullptr) return p <= 1 ? 0 : kInfinity;
+    TorusGrid grid;
+    if (p <= 1 || !torus_trees_grid(t, p, &grid)) return p <= 1 ? 0 : kInfinity;
     const double total = static_cast<double>(call_bytes(args));
     const double chunk = std::min(total, chunk_bytes(args));
     const double rounds = messages(total, chunk);
-    std::vector<int> row, column;
-    for (int i = 0; i < grid->x; ++i) row.push_back(grid->rank(i, 0));
-    for (int j = 0; j < grid->y; ++j) column.push_back(grid->rank(0, j));
     double us = 0;
-    for (const std::vector<int> *ring : {&row, &column}) {
-        const int a = static_cast<int>(ring->size());
-        if (a == 1) continue;
-        const RingEmbedding e = t.embed_ring(*ring);
+    for (const RelayRing &ring : relay_rings(grid, 0)) {
+        const int a = static_cast<int>(ring.ranks.size());
+        const RingEmbedding e = t.embed_ring(ring.ranks);
         const double hops = a / 2;
         us += hops * (e.hop_latency_us + us_for(chunk, e.bottleneck_gbps));
         us += with_reduction(t, inputs, args.elem_size, 0.0, (a - 1) * chunk);
@@ -145,31 +159,43 @@ double predict_relay_us(const CollectiveArgs &args, const Topology &t, const Cos
 }
 
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
-    const RankGrid *grid = t.torus();
-    if (t.machine().shape() != Shape::Flat && grid != nullptr && grid->x * grid->y == args.nranks) return true;
+    TorusGrid grid;
+    if (torus_trees_grid(t, args.nranks, &grid)) return true;
     if (why_not != nullptr)
         *why_not =
             t.machine().shape() == Shape::Flat
                 ? "needs a machine of chips and links (a torus preset or file), not the host model '" + t.name() + "'"
-            : grid == nullptr
-                ? "needs ranks that fill a 2D torus or a block of one; topology '" + t.name() + "' has no torus grid"
-                : "the ranks' grid is " + std::to_string(grid->x) + "x" + std::to_string(grid->y) + ", not " +
-                      std::to_string(args.nranks) + " ranks";
+                : "needs ranks that fill a 2D torus or a block of one, or a 3D torus one rank per chip; "
+                  "topology '" +
+                      t.name() + "' has no such grid of " + std::to_string(args.nranks) + " ranks";
     return false;
 }
 
-Schedule build_on(const CollectiveArgs &args, const Topology &t) { return build_relay(args, *t.torus()); }
+Schedule build_on(const CollectiveArgs &args, const Topology &t) {
+    TorusGrid grid;
+    if (!torus_trees_grid(t, args.nranks, &grid)) return Schedule{};
+    return build_relay(args, grid);
+}
 
 } // namespace
 
-Schedule build_torus_relay(const CollectiveArgs &args, const RankGrid &grid) { return build_relay(args, grid); }
+Schedule build_torus_relay(const CollectiveArgs &args, const RankGrid &grid) {
+    TorusGrid dims;
+    if (grid.x > 1) dims.dims.push_back(grid.x), dims.wrap.push_back(grid.wrap_x);
+    if (grid.y > 1) dims.dims.push_back(grid.y), dims.wrap.push_back(grid.wrap_y);
+    dims.rank_at = grid.rank_at;
+    return build_relay(args, dims);
+}
+
+Schedule build_torus_relay(const CollectiveArgs &args, const TorusGrid &grid) { return build_relay(args, grid); }
 
 const AlgorithmInfo &torus_relay_algorithm() {
     static const AlgorithmInfo info{
         "torus_relay",
-        "every rank's vector relayed along its row both ways and summed in column order, then the row sums along "
-        "each column, summed in row order: x/2 + y/2 hops, every rank the same bits; for small messages",
-        "a machine of chips and links whose rank grid x*y holds every rank (torus:XxY, nnpt-pod32, nnpt-pod1024)",
+        "every rank's vector relayed along its line of x both ways and summed in coordinate order, then the sums "
+        "along each line of y, then z: x/2 + y/2 (+ z/2) hops, every rank the same bits; for small messages",
+        "a machine of chips and links whose ranks fill a 2D torus or a block of one (torus:XxY, nnpt-pod32, "
+        "nnpt-pod1024), or a 3D torus one rank per chip (torus:XxYxZ)",
         {Collective::Allreduce},
         build_on,
         applies_on,

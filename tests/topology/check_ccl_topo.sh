@@ -27,6 +27,18 @@ if command -v xmllint >/dev/null 2>&1; then
     xmllint --noout "$scratch/pod.svg" || fail "svg: not well-formed XML"
 fi
 
+# A 3D torus: its z-planes side by side, each labelled, z links as arcs
+# (quadratic paths) between neighbouring planes and its wrap-around dashed.
+"$topo" --no-host --topo torus:4x4x4 --svg "$scratch/t3.svg" >/dev/null
+[ "$(grep -c '>z = [0-3]</text>' "$scratch/t3.svg")" -eq 4 ] || fail "3D svg: four labelled z-planes"
+[ "$(grep -c '<path d="M[0-9. ]*Q' "$scratch/t3.svg")" -ge 48 ] || fail "3D svg: 48 z links between neighbouring planes as arcs"
+grep -q "4x4x4" "$scratch/t3.svg" || fail "3D svg: the legend names three dimensions"
+if command -v xmllint >/dev/null 2>&1; then
+    xmllint --noout "$scratch/t3.svg" || fail "3D svg: not well-formed XML"
+fi
+"$topo" --no-host --topo nnpt-pod32 --svg "$scratch/pod2.svg" >/dev/null
+grep -q '>z = ' "$scratch/pod2.svg" && fail "2D svg: no z-planes"
+
 "$topo" --topo nnpt-hcm8 --json >"$scratch/hcm8.json"
 "$topo" --topo "$scratch/hcm8.json" --json >"$scratch/again.json"
 cmp -s "$scratch/hcm8.json" "$scratch/again.json" || fail "json round trip"

@@ -20,6 +20,7 @@
 #include "registry.hpp"
 #include "schedule_sim.hpp"
 #include "topology.hpp"
+#include "torus_trees.hpp"
 
 using namespace nnpccl;
 using namespace schedule_sim;
@@ -202,6 +203,26 @@ TEST_CASE("swing binomial trees are bit-exact and deadlock-free from every root,
                 INFO(collective_name(coll) << " p=" << p << " root=" << root);
                 CHECK(simulate(make_shape(coll, p, 61, false, root, NNPCCL_FLOAT32, NNPCCL_AVG), ring_tree(1), 4) == 0);
             }
+}
+
+TEST_CASE("torus trees are bit-exact and deadlock-free from every root, on grids of one to three dimensions",
+          "[schedules][library]") {
+    // A grid for p ranks: 2x2x2 for 8, 2 x p/2 for other even counts, else a ring of p.
+    const Builder on_grid = [](const CollectiveArgs &args) {
+        const int p = args.nranks;
+        TorusGrid grid;
+        grid.dims = p == 8                ? std::vector<int>{2, 2, 2}
+                    : p > 2 && p % 2 == 0 ? std::vector<int>{2, p / 2}
+                    : p > 1               ? std::vector<int>{p}
+                                          : std::vector<int>{};
+        grid.wrap.assign(grid.dims.size(), true);
+        for (int i = 0; i < p; ++i) grid.rank_at.push_back(p - 1 - i); // not in rank order
+        return build_torus_trees(args, grid);
+    };
+    const std::vector<int> ranks(std::begin(kRankCounts), std::end(kRankCounts));
+    check_grid("torus_trees", on_grid, {Collective::Allreduce}, ranks, root_zero);
+    for (auto root_for : {root_zero, root_inside, root_last})
+        check_grid("torus_trees", on_grid, {Collective::Broadcast, Collective::Reduce}, ranks, root_for);
 }
 
 TEST_CASE("direct allgather and reduce-scatter are bit-exact and deadlock-free on any rank count",

@@ -31,14 +31,25 @@ public:
     explicit Layout(const Machine &m) : m_(m) {
         const int n = m.num_chips();
         if (m.shape() == Shape::Torus) {
+            // A 3D torus as its z-planes side by side, each an x-by-y grid
+            // under its "z = k" label; the links between planes are arcs.
             grid_ = true;
             const int cols = m.torus().x, rows = m.torus().y;
-            spacing_ = std::max(cols, rows) > 16 ? 44.0 : 90.0;
+            planes_ = std::max(1, m.torus().z);
+            spacing_ = std::max(cols * planes_, rows) > 16 ? 44.0 : 90.0;
             radius_ = spacing_ > 60 ? 18.0 : 12.0;
-            for (int c = 0; c < n; ++c)
-                pos_.push_back({margin_ + spacing_ * (c % cols), margin_ + spacing_ * (c / cols)});
-            width_ = 2 * margin_ + spacing_ * (cols - 1);
-            height_ = 2 * margin_ + spacing_ * (rows - 1);
+            plane_width_ = spacing_ * (cols - 1) + (planes_ > 1 ? 1.6 * spacing_ : 0);
+            const double top = margin_ + (planes_ > 1 ? 0.9 * spacing_ : 0);
+            for (int c = 0; c < n; ++c) {
+                const int i = c % cols, j = c / cols % rows, k = c / (cols * rows);
+                pos_.push_back({margin_ + plane_width_ * k + spacing_ * i, top + spacing_ * j});
+                plane_of_.push_back(k);
+            }
+            for (int k = 0; k < planes_ && planes_ > 1; ++k)
+                plane_labels_.push_back(
+                    {margin_ + plane_width_ * k + spacing_ * (cols - 1) / 2, top - 0.75 * spacing_});
+            width_ = 2 * margin_ + plane_width_ * (planes_ - 1) + spacing_ * (cols - 1);
+            height_ = top + margin_ + spacing_ * (rows - 1);
         } else if (m.shape() == Shape::HybridCubeMesh && n == 8) {
             // Left square 0 1 / 3 2, right square 5 4 / 6 7: twins 1-5 and
             // 2-6 face each other; 0-4 arc over the top, 3-7 under the bottom.
@@ -74,7 +85,22 @@ public:
     std::string path(int a, int b, double offset) const {
         Point p = at(a), q = at(b);
         std::ostringstream d;
-        if (grid_ && is_wrap(a, b)) {
+        if (grid_ && plane(a) != plane(b)) {
+            const Point n = normal(unit(p, q), offset);
+            if (std::abs(plane(a) - plane(b)) == 1) {
+                // Between neighbouring planes: an arc above the row, high
+                // enough to clear the chips it passes (its peak half-way
+                // to the row above).
+                const double lift = spacing_ * 0.85;
+                d << move(p.x + n.x, p.y + n.y) << "Q" << fmt((p.x + q.x) / 2 + n.x) << " " << fmt(p.y - lift + n.y)
+                  << " " << fmt(q.x + n.x) << " " << fmt(q.y + n.y);
+            } else {
+                // z's wrap-around: a stub up and out of each end plane.
+                const double stub = spacing_ * 0.4, out = p.x < q.x ? -1 : 1;
+                d << move(p.x, p.y + offset) << line(p.x + out * stub * 0.6, p.y - stub + offset)
+                  << move(q.x, q.y + offset) << line(q.x - out * stub * 0.6, q.y - stub + offset);
+            }
+        } else if (grid_ && is_wrap(a, b)) {
             // Wrap-around: a stub out of each chip, away from the grid.
             Point dir = unit(p, q);
             double stub = spacing_ * 0.45;
@@ -93,7 +119,12 @@ public:
         return d.str();
     }
 
-    bool dashed(int a, int b) const { return grid_ && is_wrap(a, b); }
+    bool dashed(int a, int b) const {
+        return grid_ && (plane(a) != plane(b) ? std::abs(plane(a) - plane(b)) > 1 : is_wrap(a, b));
+    }
+    // A 3D torus: how many z-planes, and where each one's label goes.
+    int planes() const { return planes_; }
+    const std::vector<Point> &plane_labels() const { return plane_labels_; }
 
     static std::string fmt(double v) {
         char buf[32];
@@ -102,6 +133,7 @@ public:
     }
 
 private:
+    int plane(int chip) const { return plane_of_.empty() ? 0 : plane_of_[static_cast<size_t>(chip)]; }
     // Torus neighbours more than one grid step apart are wrap-around links.
     bool is_wrap(int a, int b) const {
         Point p = at(a), q = at(b);
@@ -119,6 +151,10 @@ private:
     std::vector<Point> pos_;
     bool grid_ = false;
     bool hcm_ = false;
+    int planes_ = 1;
+    double plane_width_ = 0;
+    std::vector<int> plane_of_;
+    std::vector<Point> plane_labels_;
     double spacing_ = 90;
     double radius_ = 18;
     double margin_ = 60;
@@ -258,6 +294,10 @@ void draw_chips(std::ostream &svg, const Topology &t, const Layout &layout) {
     const double rad = layout.radius();
     const double font = rad >= 18 ? 13 : 8;
     svg << "<g font-size=\"" << number(font) << "\" text-anchor=\"middle\">\n";
+    for (size_t k = 0; k < layout.plane_labels().size(); ++k)
+        svg << "  <text x=\"" << Layout::fmt(layout.plane_labels()[k].x) << "\" y=\""
+            << Layout::fmt(layout.plane_labels()[k].y)
+            << "\" font-size=\"14\" font-weight=\"bold\" fill=\"#404040\">z = " << k << "</text>\n";
     for (int c = 0; c < m.num_chips(); ++c) {
         const Point &p = layout.at(c);
         int rank = rank_of_chip[static_cast<size_t>(c)];
@@ -291,7 +331,9 @@ void draw_ring_legend(std::ostream &svg, const Topology &t, double y, double lin
         << (ham > 1    ? std::to_string(ham) + " edge-disjoint Hamiltonian rings"
             : ham == 1 ? std::string("1 Hamiltonian ring")
                        : std::string("no Hamiltonian ring over links: dotted hops are routed"))
-        << (m.shape() == Shape::Torus ? "; dashed stubs: wrap-around links" : "") << "</text>\n";
+        << (m.shape() == Shape::Torus ? "; dashed stubs: wrap-around links" : "")
+        << (m.shape() == Shape::Torus && m.torus().z > 1 ? "; z-planes side by side, arcs: z links" : "")
+        << "</text>\n";
     y += line_height;
     svg << "  <text x=\"20\" y=\"" << Layout::fmt(y)
         << "\">grey: links no ring uses; pale chips: no rank; rN under a chip: the rank on it</text>\n";
@@ -309,7 +351,10 @@ void draw_ring_legend(std::ostream &svg, const Topology &t, double y, double lin
 void draw_legend(std::ostream &svg, const Topology &t, const LinkOverlay *overlay, double top, double line_height) {
     const Machine &m = t.machine();
     std::string shape = nnpccl::shape_name(m.shape());
-    if (m.shape() == Shape::Torus) shape += " " + std::to_string(m.torus().x) + "x" + std::to_string(m.torus().y);
+    if (m.shape() == Shape::Torus) {
+        shape += " " + std::to_string(m.torus().x) + "x" + std::to_string(m.torus().y);
+        if (m.torus().z > 1) shape += "x" + std::to_string(m.torus().z);
+    }
     double y = top + line_height;
     svg << "<g font-size=\"13\" fill=\"#1a1a1a\">\n";
     svg << "  <text x=\"20\" y=\"" << Layout::fmt(y) << "\" font-weight=\"bold\">" << escape(t.name()) << " ("

@@ -26,7 +26,9 @@ struct LinkOverlay {
 };
 
 // A standalone SVG document. A torus is laid out on its grid (wrap-around
-// links as dashed stubs at the edges), the hybrid cube mesh as two squares
+// links as dashed stubs at the edges; a 3D torus as its z-planes side by
+// side, z links as arcs between neighbouring planes and z's wrap-around as
+// stubs out of the end planes), the hybrid cube mesh as two squares
 // (the far twins joined by arcs), anything else on a circle. Without an
 // overlay the rings are drawn on the links.
 std::string render_svg(const nnpccl::Topology &topology, const LinkOverlay *overlay = nullptr);
