@@ -161,13 +161,7 @@ double predict_relay_us(const CollectiveArgs &args, const Topology &t, const Cos
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     TorusGrid grid;
     if (torus_trees_grid(t, args.nranks, &grid)) return true;
-    if (why_not != nullptr)
-        *why_not =
-            t.machine().shape() == Shape::Flat
-                ? "needs a machine of chips and links (a torus preset or file), not the host model '" + t.name() + "'"
-                : "needs ranks that fill a 2D torus or a block of one, or a 3D torus one rank per chip; "
-                  "topology '" +
-                      t.name() + "' has no such grid of " + std::to_string(args.nranks) + " ranks";
+    if (why_not != nullptr) *why_not = no_torus_grid_reason(t, args.nranks);
     return false;
 }
 

@@ -31,6 +31,13 @@
 
 namespace nnpccl {
 
+std::string no_torus_grid_reason(const Topology &t, int nranks) {
+    if (t.machine().shape() == Shape::Flat)
+        return "needs a machine of chips and links (a torus preset or file), not the host model '" + t.name() + "'";
+    return "needs ranks that fill a 2D torus or a block of one, or a 3D torus one rank per chip; topology '" +
+           t.name() + "' has no such grid of " + std::to_string(nranks) + " ranks";
+}
+
 bool torus_trees_grid(const Topology &t, int nranks, TorusGrid *out) {
     TorusGrid grid;
     if (t.machine().shape() == Shape::Flat || nranks != t.nranks()) return false;
@@ -338,13 +345,7 @@ double predict_torus_trees_us(const CollectiveArgs &args, const Topology &t, con
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     TorusGrid grid;
     if (torus_trees_grid(t, args.nranks, &grid)) return applies_with_valid_root(args, t, why_not);
-    if (why_not != nullptr)
-        *why_not =
-            t.machine().shape() == Shape::Flat
-                ? "needs a machine of chips and links (a torus preset or file), not the host model '" + t.name() + "'"
-                : "needs ranks that fill a 2D torus or a block of one, or a 3D torus one rank per chip; "
-                  "topology '" +
-                      t.name() + "' has no such grid of " + std::to_string(args.nranks) + " ranks";
+    if (why_not != nullptr) *why_not = no_torus_grid_reason(t, args.nranks);
     return false;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "collective.hpp"
@@ -25,6 +26,9 @@ struct TorusGrid {
 // every chip of which holds one rank. False (and no grid) otherwise, or on
 // the host model.
 bool torus_trees_grid(const Topology &t, int nranks, TorusGrid *out);
+// Why `nranks` ranks have no such grid on `t`: the applies rules' reason
+// for the algorithms that run on it (torus_trees, torus_relay).
+std::string no_torus_grid_reason(const Topology &t, int nranks);
 
 // Channel c's tree over grid indices. Its dimensions are taken in the
 // order c, c+1, ... (mod D): the root sends along the first only, its line
