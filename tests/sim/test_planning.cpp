@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "run_simulation.hpp"
 #include "simulator.hpp"
 #include "what_if.hpp"
 
@@ -54,13 +55,8 @@ ProgramSource held_link_programs() {
     };
 }
 
-SimResult run(const Topology &t, const ProgramSource &source, const SimOptions &options) {
-    Network network(t);
-    SimResult r;
-    const Status s = simulate(network, source, options, &r);
-    INFO(s.message());
-    REQUIRE(s.is_ok());
-    return r;
+SimResult run(const Topology &t, const ProgramSource &source, const SimOptions &options = {}) {
+    return test::run_simulation(t, source, options);
 }
 
 size_t link(const Topology &t, int from, int to) { return static_cast<size_t>(t.machine().link_index(from, to)); }

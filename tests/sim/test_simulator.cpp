@@ -12,6 +12,7 @@
 #include "builders.hpp"
 #include "cost_terms.hpp"
 #include "registry.hpp"
+#include "run_simulation.hpp"
 #include "sim_call.hpp"
 #include "simulator.hpp"
 
@@ -61,13 +62,8 @@ ProgramSource one_channel(const std::vector<std::vector<Step>> &steps) {
     };
 }
 
-SimResult run(const Topology &t, const ProgramSource &source, SimOptions options = {}) {
-    Network network(t);
-    SimResult r;
-    const Status s = simulate(network, source, options, &r);
-    INFO(s.message());
-    REQUIRE(s.is_ok());
-    return r;
+SimResult run(const Topology &t, const ProgramSource &source, const SimOptions &options = {}) {
+    return test::run_simulation(t, source, options);
 }
 
 // Elements of 4 bytes: 250000 make 1 MB, 100 µs at 10 GB/s.
