@@ -10,6 +10,7 @@
 # straight into the caller's buffer. Algorithms that do not apply
 # on flat (torus2d) must fail with a message saying so; an unknown --algo
 # is a usage error (exit 2). Last, ccl-bench --compare runs them all at once.
+# ALGO_MATRIX_TRANSPORTS narrows the transports (default: shm ofi socket).
 set -u
 bench=$1
 failed=0
@@ -26,7 +27,7 @@ pairs=$(awk '$2 == "serves:" {name = $1; $1 = ""; $2 = ""; gsub(/,/, ""); serves
              $1 == "applies:" {print name, ($2 == "always" || name == "p2p" || name == "swing" ? "always" : "conditional"), serves[name]}' "$out/list")
 [ -n "$pairs" ] || { echo "FAILED: --list-algos lists nothing"; cat "$out/list"; exit 1; }
 
-for transport in shm ofi socket; do
+for transport in ${ALGO_MATRIX_TRANSPORTS:-shm ofi socket}; do
 chunk=
 [ $transport != shm ] && chunk=256K
 echo "$pairs" | while read -r algo applies collectives; do
