@@ -241,17 +241,22 @@ Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool l
 namespace {
 
 // The bandwidth-optimal butterfly's channels: on a torus of two or more
-// dimensions two per pairing (each half its data), so that while one waits for a step's
-// first message or reduces it, the other's messages cross the port; the
-// links serve the two in turn. On nnpt-pod32 at 4 MiB the butterfly took
-// 53.6 us with one channel per port and 46.6 with two (ccl-sim).
+// dimensions three per pairing (each a third of its data), so that while
+// one waits for a step's first message or reduces it, the others' messages
+// cross the port; the links serve them in turn. On nnpt-pod32 at 4 MiB
+// the butterfly took 53.6 us with one channel per port, 46.6 with two,
+// 44.8 with three and 44.1 with four (ccl-sim); three is the least that
+// reaches 80% of the bound there, and every 2D-torus transport opens 12
+// streams per peer for it (torus2d and the ring take 8).
 // Allreduce only: the model does not see the lanes' gain for reduce-scatter
 // and allgather (allgather of 4 MiB on pod32: 25.1 us simulated with two,
 // 34.2 predicted), so there it would choose no better, and they keep one.
+constexpr int kSwingLanes = 3;
+
 SwingShape bandwidth_shape(const Topology &t, int nranks, Collective collective) {
     SwingShape shape = swing_shape(t, nranks);
     if (t.machine().shape() != Shape::Flat && shape.dims.size() >= 2 && collective == Collective::Allreduce)
-        shape.channels *= 2;
+        shape.channels *= kSwingLanes;
     return shape;
 }
 
@@ -429,8 +434,8 @@ const AlgorithmInfo &swing_algorithm() {
     static const AlgorithmInfo info{
         "swing",
         "Swing (bandwidth-optimal): recursive halving then doubling with partners 1, 1, 3, 5, 11, ... hops away, "
-        "the dimensions of a torus in turn, 2 pairings per dimension (one mirrored) so every port works, two "
-        "channels each off the host; "
+        "the dimensions of a torus in turn, 2 pairings per dimension (one mirrored) so every port works, three "
+        "channels each for allreduce on a torus; "
         "reduce-scatter and allgather are its halves",
         "not across hosts",
         {Collective::Allreduce, Collective::ReduceScatter, Collective::Allgather},

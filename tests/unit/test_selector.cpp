@@ -351,7 +351,9 @@ TEST_CASE("the host's reduction speed is measured", "[selector]") {
 TEST_CASE("the transports open as many channels as any algorithm uses", "[selector]") {
     CHECK(max_schedule_channels(Topology::flat(4)) == 2);                 // the double binary tree (one ring, one way)
     CHECK(max_schedule_channels(preset("nnpt-hcm8", 8)) == 8);            // two rings both ways, two channels each
-    CHECK(max_schedule_channels(preset("nnpt-pod32", 32)) == static_cast<int>(kTorus2dChannels));
+    // Swing's allreduce: two pairings per dimension, three channels each.
+    CHECK(max_schedule_channels(preset("nnpt-pod32", 32)) == 12);
+    CHECK(max_schedule_channels(preset("torus:4x4x4", 64)) == 18);
 }
 
 // What the selector may hand out, run together over the loop transport:
