@@ -49,6 +49,7 @@ size_t search_chunk(const AlgorithmInfo &a, const CollectiveArgs &args, const To
     size_t best = chunk;
     double best_us = a.predict_us(args, t, costs);
     size_t candidate = chunk;
+    double last_us = best_us;
     for (int k = 1; k < kMostChunkCandidates && candidate > least; ++k) {
         candidate = std::max(least, candidate / 2);
         at.chunk_elems = candidate;
@@ -57,6 +58,11 @@ size_t search_chunk(const AlgorithmInfo &a, const CollectiveArgs &args, const To
             best = candidate;
             best_us = us;
         }
+        // Past the pipeline's best depth each halving adds α per message
+        // and gains nothing: once a half is slower than its double, the
+        // smaller ones are slower still.
+        if (us > last_us) break;
+        last_us = us;
     }
     return best;
 }

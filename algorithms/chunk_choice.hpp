@@ -24,8 +24,8 @@ struct AlgorithmInfo;
 
 // The least message size the model considers (a candidate is never below
 // it unless the call's chunk is), and how many sizes it tries at most.
-constexpr size_t kLeastPlannedChunkBytes = 32 * 1024;
-constexpr int kMostChunkCandidates = 6;
+constexpr size_t kLeastPlannedChunkBytes = 8 * 1024;
+constexpr int kMostChunkCandidates = 7;
 // A smaller message must be predicted this much faster to be chosen: ties
 // and the model's rounding keep the larger one, fewer messages.
 constexpr double kSmallerChunkGain = 0.01;

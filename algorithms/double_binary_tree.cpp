@@ -159,7 +159,9 @@ namespace {
 // comes back from the top, so the first chunk goes all the way up and down
 // and the others follow with both directions under way, T_both a stage of
 // every edge up and down at once:
-//   allreduce            max(W_up + W_down + (k - 1)·t, L_up + L_down + k·T_both)
+//   allreduce            max(W_up + W_down + (k - 1)·t', L_up + L_down + k·T_both)
+// t' at least half an edge's round trip (α + c/B each way): a chunk goes
+// down two chunks after it went up.
 // On the host α is the rank's own work, paid for every message, the edges
 // all cost the same and rounds run in lockstep:
 //   allreduce            (2h + k - 1)·(α + T)
@@ -173,6 +175,7 @@ struct Crossing {
 // alone, and the slowest edge a chunk crosses; one per direction.
 struct Way {
     double us = 0, latency_us = 0, edge_us = 0;
+    double crossing_us = 0; // the slowest edge's latency and transfer
 };
 
 // Each tree's parent of every rank (the pattern's up to kTracedSources
@@ -219,6 +222,7 @@ template <class CrossingFn> void longest_ways(const std::vector<int> (&parents)[
                         known.us += c.us;
                         known.latency_us += c.latency_us;
                         ways[dir].edge_us = std::max(ways[dir].edge_us, c.us - c.latency_us);
+                        ways[dir].crossing_us = std::max(ways[dir].crossing_us, c.us);
                     }
                     to_top[dir][static_cast<size_t>(node)] = known;
                 }
@@ -289,8 +293,12 @@ double predict_double_binary_tree_us(const CollectiveArgs &args, const Topology 
     double transfer = pipeline(0, k) + pipeline(1, k);
     if (allreduce) {
         // The first chunk's way up and back down, the others behind it with
-        // both directions under way at once.
-        const double pace = std::max(ways[0].edge_us, ways[1].edge_us);
+        // both directions under way at once. A rank's chunk j - 2d comes
+        // down after its parent sent chunk j - 2 up, which waited for this
+        // rank's chunk j - 2: two chunks per round trip over the edge, so
+        // however idle the links, a chunk per half a round trip at most.
+        const double round_trip = ways[0].crossing_us + ways[1].crossing_us;
+        const double pace = std::max({ways[0].edge_us, ways[1].edge_us, round_trip / 2});
         transfer = std::max(ways[0].us + ways[1].us + (k - 1) * pace,
                             ways[0].latency_us + ways[1].latency_us + k * cost.transfer_us);
     }

@@ -16,7 +16,9 @@
 // α the latency of a hop, β per byte of a link, γ per byte reduced:
 //   broadcast  h·(α + Cβ) + (k - 1)·Cβ·m      m: the most pieces a link carries
 //   reduce     the same, + nγ overlapped on NNP-T's compute engines
-//   allreduce  2h·(α + Cβ) + (k - 1)·Cβ·m + nγ
+//   allreduce  2h·(α + Cβ) + (k - 1)·max(Cβ·m, α + Cβ) + nγ
+//              (a chunk comes down two chunks after it went up: two per
+//              round trip over an edge, whatever the links' load)
 // so at 4 KiB a broadcast takes ~h hops, and for large n it runs at a
 // link's bandwidth per piece: n/(D·β) (a ring's pipeline, at n/(4β) on a
 // 2D torus's four ports, takes over beyond some MiB where h is large).
@@ -276,6 +278,7 @@ namespace {
 // used (concurrent()).
 struct TreeWays {
     double down_us = 0, up_us = 0;
+    double slowest_edge_us = 0; // a chunk's latency and transfer over the slowest edge
     std::vector<Flow> flows; // the chunks behind the first, per edge and direction
 };
 
@@ -300,6 +303,7 @@ TreeWays tree_ways(const Topology &t, const TorusGrid &grid, int root_index, int
                 const int to = grid.rank_at[static_cast<size_t>(child)];
                 const Route link = t.route(from, to);
                 const double hop = link.latency_us + us_for(chunk, link.gbps);
+                ways.slowest_edge_us = std::max(ways.slowest_edge_us, hop);
                 arrival[static_cast<size_t>(child)] = arrival[static_cast<size_t>(node)] + hop;
                 ways.down_us = std::max(ways.down_us, arrival[static_cast<size_t>(child)]);
                 if (down) ways.flows.push_back({from, to, rest});
@@ -338,8 +342,15 @@ double predict_torus_trees_us(const CollectiveArgs &args, const Topology &t, con
     routes.trace(ways.flows);
     const FlowCost rest = concurrent(t, ways.flows, &routes);
     const double first = (up ? ways.up_us : 0) + (down ? ways.down_us : 0);
+    // Allreduce: a rank sends chunk j - 2d down only once its parent has
+    // it, which the parent sends after chunk j - 2 up, which waited for
+    // this rank's chunk j - 2: two chunks per round trip over an edge, so
+    // the chunks behind the first follow at least an edge's latency and
+    // transfer apart, however idle the links.
+    double behind = rest.transfer_us;
+    if (up && down) behind = std::max(behind, (messages(share, chunk) - 1) * ways.slowest_edge_us);
     const double reduced = coll == Collective::Broadcast ? 0 : total;
-    return with_reduction(t, inputs, args.elem_size, first + rest.transfer_us, reduced);
+    return with_reduction(t, inputs, args.elem_size, first + behind, reduced);
 }
 
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {

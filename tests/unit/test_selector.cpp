@@ -441,7 +441,7 @@ TEST_CASE("on a machine of links each algorithm runs in the message size the mod
         CHECK(largest <= torus.chunk_elems);
     }
     // A call no larger than the least candidate, and every call on the host, keep the chunk.
-    for (const Prediction &p : predict_all(call(Collective::Allreduce, 32, 16 * 1024), pod, CostInputs()))
+    for (const Prediction &p : predict_all(call(Collective::Allreduce, 32, kLeastPlannedChunkBytes), pod, CostInputs()))
         if (p.applies) CHECK(p.chunk_elems == args.chunk_elems);
     const Topology flat = preset("flat", 8);
     for (const Prediction &p : predict_all(call(Collective::Allreduce, 8, size_t{64} << 20), flat, CostInputs()))
@@ -453,7 +453,7 @@ TEST_CASE("on a machine of links each algorithm runs in the message size the mod
 TEST_CASE("schedules in planned message sizes give the right results", "[selector]") {
     const Topology t = preset("torus:4x2", 8);
     const int channels = max_schedule_channels(t);
-    const size_t chunk = 16 * 1024; // int32 elements: 64 KiB, so 32 KiB is a candidate too
+    const size_t chunk = 16 * 1024; // int32 elements: 64 KiB, so 32, 16 and 8 KiB are candidates too
     for (const AlgorithmInfo &a : algorithm_registry())
         for (Collective coll : a.serves) {
             if (coll == Collective::Send || coll == Collective::Recv || coll == Collective::Barrier) continue;
