@@ -337,21 +337,37 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     const double total = static_cast<double>(call_bytes(args)), chunk = chunk_bytes(args);
     const bool host = t.machine().shape() == Shape::Flat;
     const std::shared_ptr<const SwingStepCosts> steps = swing_step_costs(args, t, shape, latency_optimal);
+    // Channels per pairing: beside a channel waiting out a step's latency
+    // or reducing, the others' messages keep the links busy.
+    const double lanes =
+        latency_optimal || host ? 1.0 : static_cast<double>(shape.channels) / swing_shape(t, p).channels;
     // On the host every message's α is the rank's work. On a machine a
     // round's messages stream behind the first (its route's latency, its
-    // transfer and its reduction), kSwingSendsAhead + 1 in flight, so the
-    // busiest link sets their pace unless a message's round trip is longer.
-    // A reduce-scatter or allgather step sends each rank's block part
-    // apart where they do not touch (the labels are not in rank order, and
-    // with several channels each takes a part of every block).
-    auto time_us = [&](const FlowCost &cost, double bytes, double runs) {
+    // own transfer and its reduction), kSwingSendsAhead + 1 in flight per
+    // channel, so the busiest link sets their pace unless a message's round
+    // trip is longer. A reduce-scatter or allgather step sends each rank's
+    // block part apart where they do not touch (the labels are not in rank
+    // order, and with several channels each takes a part of every block).
+    // Returns the step's time along one channel's chain and, apart, the
+    // busiest link's time.
+    struct StepTime {
+        double chain_us = 0, link_us = 0, latency_us = 0;
+    };
+    auto step_us = [&](const FlowCost &cost, double bytes, double runs) {
         const double count = std::max(runs, messages(bytes, chunk));
-        if (host) return count * cost.latency_us + cost.transfer_us;
+        if (host) {
+            const double us = count * cost.latency_us + cost.transfer_us;
+            return StepTime{us, us, 0};
+        }
         const double each = cost.transfer_us / count;
         const double reduce_us = with_reduction(t, inputs, args.elem_size, 0, bytes / count);
-        const double round_trip = each + cost.latency_us + reduce_us;
-        const double pace = std::max(each, round_trip / static_cast<double>(kSwingSendsAhead + 1));
-        return round_trip + (count - 1) * pace;
+        const double round_trip = each / lanes + cost.latency_us + reduce_us;
+        const double pace = std::max(each / lanes, round_trip / static_cast<double>(kSwingSendsAhead + 1));
+        return StepTime{round_trip + (count - 1) * pace, cost.transfer_us, cost.latency_us + reduce_us};
+    };
+    auto time_us = [&](const FlowCost &cost, double bytes, double runs) {
+        const StepTime step = step_us(cost, bytes, runs);
+        return std::max(step.chain_us, step.link_us + step.latency_us);
     };
     auto flows_us = [&](const std::vector<Flow> &flows, double runs) {
         if (flows.empty()) return 0.0;
@@ -360,14 +376,25 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
         return time_us(concurrent(t, flows, &routes), flows.front().bytes, runs);
     };
     const bool both_phases = args.collective == Collective::Allreduce && !latency_optimal;
-    double us = 0;
     const bool blockwise = args.collective != Collective::Allreduce;
+    // With one channel per pairing every step waits for the one before,
+    // each paying its latency; with L lanes the channels drift apart and
+    // while one waits out a step's latency the others' bytes cross, so the
+    // call takes its chain's steps, or its links' bytes and 1/L of its
+    // steps' latencies, whichever is longer.
+    double chain = 0, link = 0, latency = 0;
     for (int s = 0; s < rounds; ++s) {
         const double runs = blockwise && total > 0 ? static_cast<double>(active >> (s + 1)) : 1;
         const auto at = static_cast<size_t>(s);
-        if (steps->bytes[at] > 0 || steps->cost[at].transfer_us > 0 || steps->cost[at].latency_us > 0)
-            us += (both_phases ? 2 : 1) * time_us(steps->cost[at], steps->bytes[at], runs);
+        if (steps->bytes[at] > 0 || steps->cost[at].transfer_us > 0 || steps->cost[at].latency_us > 0) {
+            const StepTime step = step_us(steps->cost[at], steps->bytes[at], runs);
+            const double phases = both_phases ? 2 : 1;
+            chain += phases * (lanes > 1 ? step.chain_us : std::max(step.chain_us, step.link_us + step.latency_us));
+            link += phases * step.link_us;
+            latency += phases * step.latency_us;
+        }
     }
+    double us = std::max(chain, link + latency / lanes);
     const bool reduces = args.collective != Collective::Allgather;
     double reduced = !reduces ? 0 : latency_optimal ? rounds * total : (active - 1.0) / active * total;
     if (extras > 0) {
