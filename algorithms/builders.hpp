@@ -68,9 +68,14 @@ Schedule build_double_binary_tree(const CollectiveArgs &args);
 // x*y == args.nranks and a grid holding every rank once. See torus2d.cpp.
 // Any other collective, or a grid that does not fit, gets a schedule
 // without channels.
+// Allreduce's rings run one way round, or both ways (half the pieces'
+// partial sums forward, half backward: about half the steps) on the
+// columns only or on the rows too; the model picks (torus2d.cpp).
 constexpr size_t kTorus2dChannels = 8;
+enum class Torus2dRings { OneWay, ColumnsBothWays, BothWays };
 Schedule build_torus2d(const CollectiveArgs &args, int x, int y);
-Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid);
+Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid,
+                       Torus2dRings rings = Torus2dRings::BothWays);
 
 // Allreduce on the rank grid of a torus by relaying every vector along
 // rows, then row sums along columns, summed in coordinate order on every

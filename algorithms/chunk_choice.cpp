@@ -50,6 +50,7 @@ size_t search_chunk(const AlgorithmInfo &a, const CollectiveArgs &args, const To
     double best_us = a.predict_us(args, t, costs);
     size_t candidate = chunk;
     double last_us = best_us;
+    int slower_in_a_row = 0;
     for (int k = 1; k < kMostChunkCandidates && candidate > least; ++k) {
         candidate = std::max(least, candidate / 2);
         at.chunk_elems = candidate;
@@ -59,9 +60,11 @@ size_t search_chunk(const AlgorithmInfo &a, const CollectiveArgs &args, const To
             best_us = us;
         }
         // Past the pipeline's best depth each halving adds α per message
-        // and gains nothing: once a half is slower than its double, the
-        // smaller ones are slower still.
-        if (us > last_us) break;
+        // and gains nothing: once two halvings in a row are slower, the
+        // smaller ones are slower still (one may be, where a smaller
+        // message changes how a torus phase cuts its slices).
+        slower_in_a_row = us > last_us ? slower_in_a_row + 1 : 0;
+        if (slower_in_a_row == 2) break;
         last_us = us;
     }
     return best;

@@ -149,11 +149,15 @@ double simulate_ports(const std::vector<std::vector<PortMessage>> &channels, con
     while (!ready.empty()) {
         const auto [at, c] = ready.top();
         ready.pop();
-        const PortMessage &m = channels[c][next[c]++];
-        const auto port = static_cast<size_t>(m.port);
-        const double sent = std::max(at, port_free[port]) + us_for(m.bytes, port_gbps[port]);
-        port_free[port] = sent;
-        const double arrived = sent + port_latency_us[port];
+        double arrived = at;
+        for (bool more = true; more && next[c] < channels[c].size();) {
+            const PortMessage &m = channels[c][next[c]++];
+            const auto port = static_cast<size_t>(m.port);
+            const double sent = std::max(at, port_free[port]) + us_for(m.bytes, port_gbps[port]);
+            port_free[port] = sent;
+            arrived = std::max(arrived, sent + port_latency_us[port]);
+            more = m.with_next;
+        }
         end = std::max(end, arrived);
         if (next[c] < channels[c].size()) ready.push({arrived, c});
     }

@@ -135,16 +135,20 @@ FlowCost concurrent(const Topology &t, const std::vector<Flow> &flows, const Rou
 // the round (p - 1 for direct).
 double round_alpha_us(const Topology &t, const CostInputs &inputs, const std::vector<Flow> &flows, double latency_us);
 
-// One message of a symmetric schedule: the port it leaves by and its size.
+// One message of a symmetric schedule: the port it leaves by and its size;
+// `with_next`: it leaves beside the next message of its chain (a ring
+// phase run both ways sends one each way per round).
 struct PortMessage {
     int port;
     double bytes;
+    bool with_next = false;
 };
 
 // Channels that each send a chain of messages, each message on one of a
 // rank's ports (one message at a time per port, first come first served).
-// A message starts once its channel's previous message has arrived and its
-// port is free, and arrives its port's latency after its last byte left.
+// A message starts once its channel's previous message has arrived (all of
+// the previous round's, where messages go side by side) and its port is
+// free, and arrives its port's latency after its last byte left.
 // Every rank of a symmetric schedule does the same at the same moments, so
 // one rank's ports stand for all. Returns when the last message arrives.
 double simulate_ports(const std::vector<std::vector<PortMessage>> &channels, const std::vector<double> &port_gbps,

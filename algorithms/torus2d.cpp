@@ -31,20 +31,34 @@
 // slices and the ports idle at its start and end: there the ring both ways
 // does better (below, the torus's fewer hops win).
 //
+// Both ways round (Torus2dRings): a ring phase may send half its pieces'
+// partial sums forward and half backward, piece q summed at position q
+// from the a/2 positions before it and the a-1-a/2 after it, one message
+// each way per round: a/2 rounds where one way takes a-1 steps, the same
+// bytes split over the dimension's two ports. The channel's two ways are
+// two chains of steps interleaved, each waiting only for its own way's
+// message, so their latencies overlap (two phases of different message
+// sizes interleaved would not: the larger sets both paces). The columns'
+// phase, small and latency-bound where a channel has one slice, gains
+// most (nnpt-pod1024 at 64 MiB: its 2 x 31 one-hop steps, 62 µs in which
+// the rows' ports idle, become 2 x 16); the rows too where their messages
+// are small. The model predicts the three (one way, the columns both ways,
+// both) and the builder runs the fastest (fastest_rings()).
+//
 // p = x·y ranks, n bytes, α per message, β per byte of one port, γ per byte
 // reduced, C bytes per chunk. A channel along a (first) by b (second): s
 // slices of its share, t the least divisor of b that is at least
 // ceil(slice / (a·C)) (1 while a slice is at most a chunks per row, b for
-// full slices):
+// full slices); a' = a-1 steps one way, a/2 both ways (b' alike):
 //
-//   allreduce   s·(2t(a-1) + 2(b-1))·α  per channel (= 2(x+y-2)·α for
-//                 small n: the point of the torus, x+y-2 hops instead of
-//                 the ring's p-1)
+//   allreduce   s·(2t·a' + 2b')·α  per channel (= 2(x+y-2)·α one way for
+//                 small n, the point of the torus, x+y-2 hops instead of
+//                 the ring's p-1; (x+y)·α both ways)
 //               + 2(p-1)/p·(n/4)·β  per port, once the channels keep it busy
 //               + (p-1)/p·nγ
 //
-// Each element is reduced once, on its column ring, and copied from there:
-// all ranks hold the same bits.
+// Each element is reduced once, at its owner on its column ring, and
+// copied from there: all ranks hold the same bits.
 //
 // Reduce-scatter and allgather (torus2d_blocks.cpp), count m elements per block,
 // block r of rank r. A group is the b blocks of one column's ranks. Reduce-
@@ -88,8 +102,8 @@ namespace nnpccl {
 
 namespace {
 
-// Steps on one ring (a row or a column) of one channel: receive from the
-// previous rank, send to the next. The rank at ring position k finishes
+// Steps on one ring (a row or a column) of one channel: one way, receive
+// from the previous rank and send to the next; both ways, also the reverse. The rank at ring position k finishes
 // piece k; a piece is one message, so every step of the ring needs one
 // free slot and one message, as the ring's own do (two slots per stream
 // keep it moving).
@@ -101,10 +115,38 @@ public:
     int me() const { return ring_.position(); }
     const ElemRange &piece(int pos) const { return pieces_[static_cast<size_t>(wrap(pos, ring_.size()))]; }
 
-    void emit(uint8_t flags, Buf src, Buf dst, int pos, bool finalize = false) {
+    void emit(uint8_t flags, Buf src, Buf dst, int pos, bool finalize = false, bool backward = false) {
         const ElemRange &c = piece(pos);
-        steps_.add(flags, ring_.prev(), ring_.next(), src == Buf::None ? BufRef{} : BufRef{src, c.begin},
+        steps_.add(flags, backward ? ring_.next() : ring_.prev(), backward ? ring_.prev() : ring_.next(),
+                   src == Buf::None ? BufRef{} : BufRef{src, c.begin},
                    dst == Buf::None ? BufRef{} : BufRef{dst, c.begin}, c.size(), finalize);
+    }
+    // Reduce-scatter both ways round the ring: piece q's partial sums come
+    // to position q from the p/2 positions before it (forward) and the
+    // p-1-p/2 after it (backward), a message each way per round, so the
+    // phase takes p/2 rounds where one way takes p-1 steps.
+    void reduce_scatter_both_ways(Buf operand, bool finalize) {
+        const int p = ring_.size(), ahead = p / 2, behind = p - 1 - ahead;
+        for (int r = 1; r <= std::max(ahead, behind); ++r) {
+            const uint8_t relay = r == 1 ? kSend : kRecv | kReduce | kSend;
+            if (r <= ahead) emit(relay, operand, Buf::None, me() + ahead - r + 1);
+            if (r <= behind) emit(relay, operand, Buf::None, me() - behind + r - 1, false, true);
+        }
+        if (ahead > 0) emit(kRecv | kReduce | kStore, operand, Buf::Recv, me(), finalize && behind == 0);
+        if (behind > 0)
+            emit(kRecv | kReduce | kStore, ahead > 0 ? Buf::Recv : operand, Buf::Recv, me(), finalize, true);
+    }
+    // Allgather both ways: our piece goes p/2 positions forward and
+    // p-1-p/2 backward.
+    void allgather_both_ways() {
+        const int p = ring_.size(), ahead = p / 2, behind = p - 1 - ahead;
+        if (ahead > 0) emit(kSend, Buf::Recv, Buf::None, me());
+        if (behind > 0) emit(kSend, Buf::Recv, Buf::None, me(), false, true);
+        for (int r = 1; r <= std::max(ahead, behind); ++r) {
+            if (r <= ahead) emit(kRecv | kStore | (r < ahead ? kSend : 0), Buf::None, Buf::Recv, me() - r);
+            if (r <= behind)
+                emit(kRecv | kStore | (r < behind ? kSend : 0), Buf::None, Buf::Recv, me() + r, false, true);
+        }
     }
     // Reduce-scatter of `operand` into the receive buffer's piece me().
     void reduce_scatter(Buf operand, bool finalize) {
@@ -155,7 +197,7 @@ size_t smallest_divisor_at_least(int y, size_t least) {
 // Allreduce of one channel's elements along the rows of `grid`, then its
 // columns, then its rows again, every ring forward or every ring `reversed`.
 void allreduce_on_grid(const ChannelGrid &grid, int rank, const Torus2dChannel &channel, size_t chunk,
-                       std::vector<Step> &out) {
+                       Torus2dRings rings, std::vector<Step> &out) {
     const int x = grid.width, y = grid.height;
     const auto here = std::find(grid.rank_at.begin(), grid.rank_at.end(), rank) - grid.rank_at.begin();
     const int mine_i = static_cast<int>(here) % x, mine_j = static_cast<int>(here) / x;
@@ -191,13 +233,32 @@ void allreduce_on_grid(const ChannelGrid &grid, int rank, const Torus2dChannel &
         // The row's partial sums of our pieces: in the receive buffer
         // after a row reduce-scatter, our own data when the row is us.
         Buf partial = Buf::Send;
+        const bool rows_both_ways = rings == Torus2dRings::BothWays;
         if (x > 1) {
-            for (RingPhase &phase : along_x) phase.reduce_scatter(Buf::Send, y == 1);
+            for (RingPhase &phase : along_x) {
+                if (rows_both_ways)
+                    phase.reduce_scatter_both_ways(Buf::Send, y == 1);
+                else
+                    phase.reduce_scatter(Buf::Send, y == 1);
+            }
             partial = Buf::Recv;
         }
-        if (y > 1) RingPhase(column, column_pieces, out).allreduce(partial);
+        if (y > 1) {
+            RingPhase along_y(column, column_pieces, out);
+            if (rings == Torus2dRings::OneWay) {
+                along_y.allreduce(partial);
+            } else {
+                along_y.reduce_scatter_both_ways(partial, true);
+                along_y.allgather_both_ways();
+            }
+        }
         if (x > 1)
-            for (RingPhase &phase : along_x) phase.allgather();
+            for (RingPhase &phase : along_x) {
+                if (rows_both_ways)
+                    phase.allgather_both_ways();
+                else
+                    phase.allgather();
+            }
     }
 }
 
@@ -250,7 +311,7 @@ std::vector<Torus2dChannel> torus2d_block_layout(size_t count, int x, int y, siz
     return layout_in_slices(count, x, y, std::max<size_t>(1, chunk));
 }
 
-Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid) {
+Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vector<int> &grid, Torus2dRings rings) {
     Schedule sched;
     sched.algorithm = "torus2d";
     const bool block_wise = args.collective == Collective::ReduceScatter || args.collective == Collective::Allgather;
@@ -264,7 +325,8 @@ Schedule build_torus2d(const CollectiveArgs &args, int x, int y, const std::vect
         const std::vector<Torus2dChannel> layout = torus2d_layout(args.count, x, y, chunk);
         sched.channels.resize(layout.size());
         for (size_t c = 0; c < layout.size(); ++c)
-            allreduce_on_grid(layout[c].x_first ? by_rows : by_columns, args.rank, layout[c], chunk, sched.channels[c]);
+            allreduce_on_grid(layout[c].x_first ? by_rows : by_columns, args.rank, layout[c], chunk, rings,
+                              sched.channels[c]);
         return sched;
     }
     const std::vector<Torus2dChannel> layout = torus2d_block_layout(args.count, x, y, chunk);
@@ -294,12 +356,14 @@ namespace {
 // messages on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()):
 // allreduce, per slice of E elements t(a-1) messages of E/(t·a) along the
 // first dimension, 2(b-1) of E/(a·b) along the second, t(a-1) along the
-// first again; reduce-scatter, per slice of m elements of each block, q1(a-1)
+// first again (a ring phase both ways: a/2 rounds of a message forward
+// and one backward side by side, the last a-1-a/2 rounds in pairs);
+// reduce-scatter, per slice of m elements of each block, q1(a-1)
 // messages of b·m/q1 along the first and q2(b-1) of m/q2 along the second
 // (allgather the other way round), q2 = ceil(m/C), q1 = ceil(b·m/C) packed,
 // b·q2 not (torus2d_packs()). The ports take the latency and bandwidth of the
 // grid's first row and column.
-double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+double predict_rings_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs, Torus2dRings rings) {
     const int p = args.nranks;
     const RankGrid *grid = t.torus();
     if (p <= 1 || grid == nullptr) return p <= 1 ? 0 : kInfinity;
@@ -325,7 +389,12 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
         full[c] = messages(static_cast<double>(layout[c].count - layout[c].lead), static_cast<double>(slice_elems));
         most = std::max(most, static_cast<double>(full[c]));
     }
-    // Runs every channel with `scale` of its full slices.
+    // The two ways round a ring's ports: forward and backward along X and Y.
+    auto opposite = [](int port) { return port ^ 1; };
+    // Runs every channel with `scale` of its full slices. A ring phase run
+    // both ways sends a message forward and one backward each round, side
+    // by side (each way's next waits only for its own way's message: the
+    // pair's later arrival is a little late for the other).
     auto simulate = [&](double scale) {
         std::vector<std::vector<PortMessage>> channels(layout.size());
         for (size_t c = 0; c < layout.size(); ++c) {
@@ -333,6 +402,16 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
             const int a = ch.x_first ? grid->x : grid->y, b = ch.x_first ? grid->y : grid->x;
             const int first = ch.x_first ? (ch.reversed ? XBackward : XForward) : (ch.reversed ? YBackward : YForward);
             const int second = ch.x_first ? (ch.reversed ? YBackward : YForward) : (ch.reversed ? XBackward : XForward);
+            // A ring of `size` positions, its pieces each one message: one
+            // way size-1 of them, both ways size/2 forward and the rest back.
+            auto ring_phase = [&](int port, int size, size_t times, const PortMessage &piece, bool both_ways) {
+                const int ahead = both_ways ? size / 2 : size - 1, behind = size - 1 - ahead;
+                for (size_t k = 0; k < times; ++k)
+                    for (int r = 1; r <= ahead; ++r) {
+                        channels[c].push_back(PortMessage{port, piece.bytes, r <= behind});
+                        if (r <= behind) channels[c].push_back(PortMessage{opposite(port), piece.bytes});
+                    }
+            };
             auto add_block_slice = [&](double m) {
                 const double q2 = messages(m, static_cast<double>(chunk));
                 const bool packed = a > 1 && torus2d_packs(static_cast<size_t>(std::llround(m)), b, chunk);
@@ -356,12 +435,12 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
                     return;
                 }
                 const size_t row_slices = smallest_divisor_at_least(b, messages(elems, static_cast<double>(a) * chunk));
-                const size_t along_first = row_slices * static_cast<size_t>(a - 1), along_second = 2 * static_cast<size_t>(b - 1);
                 const PortMessage row_piece{first, elems * elem / static_cast<double>(row_slices * static_cast<size_t>(a))};
                 const PortMessage column_piece{second, elems * elem / p};
-                channels[c].insert(channels[c].end(), along_first, row_piece);    // reduce-scatter
-                channels[c].insert(channels[c].end(), along_second, column_piece); // allreduce
-                channels[c].insert(channels[c].end(), along_first, row_piece);    // allgather
+                const bool rows_both_ways = rings == Torus2dRings::BothWays;
+                ring_phase(first, a, row_slices, row_piece, rows_both_ways);           // reduce-scatter
+                ring_phase(second, b, 2, column_piece, rings != Torus2dRings::OneWay); // allreduce
+                ring_phase(first, a, row_slices, row_piece, rows_both_ways);           // allgather
             };
             if (ch.lead > 0) add_slice(static_cast<double>(ch.lead));
             if (full[c] == 0) continue;
@@ -384,6 +463,24 @@ double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const C
     return with_reduction(t, inputs, args.elem_size, transfer, reduced ? (p - 1.0) / p * total : 0.0);
 }
 
+// Allreduce's rings as the model has them fastest (ties to the fewer ways
+// round); reduce-scatter and allgather run theirs one way.
+Torus2dRings fastest_rings(const CollectiveArgs &args, const Topology &t) {
+    Torus2dRings best = Torus2dRings::OneWay;
+    double best_us = predict_rings_us(args, t, CostInputs(), best);
+    if (args.collective == Collective::Allreduce)
+        for (Torus2dRings rings : {Torus2dRings::ColumnsBothWays, Torus2dRings::BothWays}) {
+            const double rings_us = predict_rings_us(args, t, CostInputs(), rings);
+            if (rings_us < best_us) best = rings, best_us = rings_us;
+        }
+    return best;
+}
+
+double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
+    const Torus2dRings rings = fastest_rings(args, t);
+    return predict_rings_us(args, t, inputs, rings);
+}
+
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
     const RankGrid *grid = t.torus();
     if (grid != nullptr && grid->x * grid->y == args.nranks) return true;
@@ -397,7 +494,7 @@ bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_
 
 Schedule build_on(const CollectiveArgs &args, const Topology &t) {
     const RankGrid *grid = t.torus();
-    return build_torus2d(args, grid->x, grid->y, grid->rank_at);
+    return build_torus2d(args, grid->x, grid->y, grid->rank_at, fastest_rings(args, t));
 }
 
 int channels_on(const Topology &t) { return t.torus() != nullptr ? static_cast<int>(kTorus2dChannels) : 0; }

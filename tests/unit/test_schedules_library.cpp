@@ -66,6 +66,13 @@ Builder torus(int x, int y) {
     return [x, y](const CollectiveArgs &args) { return build_torus2d(args, x, y); };
 }
 
+// The 2D torus with its rings run one way, the columns both ways, or all both ways.
+Builder torus_rings(int x, int y, Torus2dRings rings, bool scrambled) {
+    std::vector<int> grid(static_cast<size_t>(x * y));
+    for (size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<int>(scrambled ? (i * 7 + 3) % grid.size() : i);
+    return [x, y, grid, rings](const CollectiveArgs &args) { return build_torus2d(args, x, y, grid, rings); };
+}
+
 // The grid a placement on part of a torus can give: ranks in no particular order.
 Builder scrambled_torus(int x, int y) {
     std::vector<int> grid(static_cast<size_t>(x * y));
@@ -258,6 +265,22 @@ TEST_CASE("2D torus allreduce is bit-exact and deadlock-free on square, flat and
         check_grid("torus2d", torus(g[0], g[1]), {Collective::Allreduce}, {g[0] * g[1]}, root_zero);
 }
 
+TEST_CASE("2D torus allreduce is bit-exact with its rings one way, both ways on the columns, or both ways",
+          "[schedules][library]") {
+    const int grids[][2] = {{2, 2}, {4, 2}, {2, 4}, {3, 3}, {1, 3}, {3, 1}};
+    for (Torus2dRings rings : {Torus2dRings::OneWay, Torus2dRings::ColumnsBothWays, Torus2dRings::BothWays})
+        for (const auto &g : grids) {
+            INFO("rings " << static_cast<int>(rings) << " on " << g[0] << "x" << g[1]);
+            check_grid("torus2d", torus_rings(g[0], g[1], rings, false), {Collective::Allreduce}, {g[0] * g[1]},
+                       root_zero);
+        }
+    // 7 is coprime with 4, 6, 9 and 15: (7i + 3) mod p is a permutation.
+    for (Torus2dRings rings : {Torus2dRings::OneWay, Torus2dRings::ColumnsBothWays})
+        for (const auto &g : {std::pair<int, int>{3, 2}, {5, 3}})
+            check_grid("torus2d scrambled", torus_rings(g.first, g.second, rings, true), {Collective::Allreduce},
+                       {g.first * g.second}, root_zero);
+}
+
 TEST_CASE("2D torus allreduce is bit-exact on a grid that is not in rank order", "[schedules][library]") {
     // 5 is coprime with 4, 6 and 8: (5i + 3) mod p is a permutation.
     for (const auto &g : {std::pair<int, int>{2, 2}, {3, 2}, {4, 2}})
@@ -348,8 +371,9 @@ TEST_CASE("every rank of an allreduce gets the same bits when the order of a flo
     }
     for (const auto &g : {std::pair<int, int>{2, 2}, {4, 2}, {3, 3}})
         for (bool in_place : {false, true}) {
-            check_same_bits_everywhere("torus2d", torus(g.first, g.second), g.first * g.second, 1000, in_place,
-                                       NNPCCL_SUM);
+            for (Torus2dRings rings : {Torus2dRings::OneWay, Torus2dRings::ColumnsBothWays, Torus2dRings::BothWays})
+                check_same_bits_everywhere("torus2d", torus_rings(g.first, g.second, rings, true), g.first * g.second,
+                                           1000, in_place, NNPCCL_SUM);
             check_same_bits_everywhere("torus_relay", relay(g.first, g.second, true), g.first * g.second, 1000,
                                        in_place, NNPCCL_AVG);
         }
