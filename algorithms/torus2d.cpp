@@ -448,6 +448,13 @@ double predict_rings_us(const CollectiveArgs &args, const Topology &t, const Cos
             const auto run = static_cast<size_t>(std::max(1.0, std::round(static_cast<double>(full[c]) * scale)));
             for (size_t k = 0; k < run; ++k) add_slice(size);
         }
+        // A ring of two positions has one neighbour both ways: its forward
+        // and backward messages share one directed link.
+        for (auto &chain : channels)
+            for (PortMessage &m : chain) {
+                if (grid->x == 2 && m.port == XBackward) m.port = XForward;
+                if (grid->y == 2 && m.port == YBackward) m.port = YForward;
+            }
         return simulate_ports(channels, gbps, latency);
     };
     double transfer = 0;
