@@ -103,10 +103,10 @@ namespace nnpccl {
 namespace {
 
 // Steps on one ring (a row or a column) of one channel: one way, receive
-// from the previous rank and send to the next; both ways, also the reverse. The rank at ring position k finishes
-// piece k; a piece is one message, so every step of the ring needs one
-// free slot and one message, as the ring's own do (two slots per stream
-// keep it moving).
+// from the previous rank and send to the next; both ways, also the
+// reverse. The rank at ring position k finishes piece k; a piece is one
+// message, so every step of the ring needs one free slot and one message,
+// as the ring's own do (two slots per stream keep it moving).
 class RingPhase {
 public:
     RingPhase(const RingPattern &ring, std::vector<ElemRange> pieces, std::vector<Step> &out)
