@@ -102,7 +102,9 @@ void add_simulation_options(CLI::App &app, Options *o) {
                                     "simulate every algorithm that applies, side by side, with the\n"
                                     "model's choice and the fastest simulated one");
     algo->excludes(all);
-    app.add_option("--chunk", o->chunk_bytes, "bytes per message (default NNPCCL_CHUNK_SIZE, else 512K)")
+    app.add_option("--chunk", o->chunk_bytes, "the largest message in bytes (default NNPCCL_CHUNK_SIZE, else 512K);\n"
+                   "on a machine of links each algorithm runs in it or a half, quarter,\n"
+                   "... of it, as the model predicts fastest (the chunk column)")
         ->transform(nnpccl_tools::size_value())
         ->type_name("SIZE");
     app.add_option("--slots", o->slots,
