@@ -352,6 +352,43 @@ Schedule build_torus2d(const CollectiveArgs &args, int x, int y) {
 // topology and how many channels it takes.
 namespace {
 
+// A rank's four ports; forward and backward along a dimension differ in
+// the lowest bit.
+enum Port { XForward, XBackward, YForward, YBackward };
+
+// A ring phase of `size` positions, `times` over, its pieces each one
+// message of `bytes`: one way size-1 of them, both ways size/2 forward and
+// the rest backward beside them.
+void add_ring_phase(int port, int size, size_t times, double bytes, bool both_ways, std::vector<PortMessage> &out) {
+    const int ahead = both_ways ? size / 2 : size - 1, behind = size - 1 - ahead;
+    for (size_t k = 0; k < times; ++k)
+        for (int r = 1; r <= ahead; ++r) {
+            out.push_back(PortMessage{port, bytes, r <= behind});
+            if (r <= behind) out.push_back(PortMessage{port ^ 1, bytes});
+        }
+}
+
+// A reduce-scatter's slice of m elements of each block (elem bytes each):
+// its groups along the first dimension, then its blocks along the second;
+// an allgather's the other way round.
+void add_block_slice(Collective collective, double m, double elem, int a, int b, size_t chunk, int first, int second,
+                     std::vector<PortMessage> &out) {
+    const double q2 = messages(m, static_cast<double>(chunk));
+    const bool packed = a > 1 && torus2d_packs(static_cast<size_t>(std::llround(m)), b, chunk);
+    const double q1 = packed ? messages(b * m, static_cast<double>(chunk)) : b * q2;
+    const auto along_first = static_cast<size_t>(q1) * static_cast<size_t>(a - 1);
+    const auto along_second = static_cast<size_t>(q2) * static_cast<size_t>(b - 1);
+    const PortMessage group_piece{first, q1 > 0 ? b * m * elem / q1 : 0};
+    const PortMessage block_piece{second, q2 > 0 ? m * elem / q2 : 0};
+    if (collective == Collective::ReduceScatter) {
+        out.insert(out.end(), along_first, group_piece);
+        out.insert(out.end(), along_second, block_piece);
+    } else {
+        out.insert(out.end(), along_second, block_piece);
+        out.insert(out.end(), along_first, group_piece);
+    }
+}
+
 // 2D torus (torus2d.cpp): the channels of torus2d_layout(), each a chain of
 // messages on a rank's four ports X+, X-, Y+, Y- (see simulate_ports()):
 // allreduce, per slice of E elements t(a-1) messages of E/(t·a) along the
@@ -373,7 +410,6 @@ double predict_rings_us(const CollectiveArgs &args, const Topology &t, const Cos
     for (int i = 0; i < grid->x; ++i) row.push_back(grid->rank(i, 0));
     for (int j = 0; j < grid->y; ++j) column.push_back(grid->rank(0, j));
     const RingEmbedding along_x = t.embed_ring(row), along_y = t.embed_ring(column);
-    enum Port { XForward, XBackward, YForward, YBackward };
     const std::vector<double> gbps = {along_x.bottleneck_gbps, along_x.bottleneck_gbps, along_y.bottleneck_gbps,
                                       along_y.bottleneck_gbps};
     const std::vector<double> latency = {along_x.hop_latency_us, along_x.hop_latency_us, along_y.hop_latency_us,
@@ -389,8 +425,6 @@ double predict_rings_us(const CollectiveArgs &args, const Topology &t, const Cos
         full[c] = messages(static_cast<double>(layout[c].count - layout[c].lead), static_cast<double>(slice_elems));
         most = std::max(most, static_cast<double>(full[c]));
     }
-    // The two ways round a ring's ports: forward and backward along X and Y.
-    auto opposite = [](int port) { return port ^ 1; };
     // Runs every channel with `scale` of its full slices. A ring phase run
     // both ways sends a message forward and one backward each round, side
     // by side (each way's next waits only for its own way's message: the
@@ -402,45 +436,18 @@ double predict_rings_us(const CollectiveArgs &args, const Topology &t, const Cos
             const int a = ch.x_first ? grid->x : grid->y, b = ch.x_first ? grid->y : grid->x;
             const int first = ch.x_first ? (ch.reversed ? XBackward : XForward) : (ch.reversed ? YBackward : YForward);
             const int second = ch.x_first ? (ch.reversed ? YBackward : YForward) : (ch.reversed ? XBackward : XForward);
-            // A ring of `size` positions, its pieces each one message: one
-            // way size-1 of them, both ways size/2 forward and the rest back.
-            auto ring_phase = [&](int port, int size, size_t times, const PortMessage &piece, bool both_ways) {
-                const int ahead = both_ways ? size / 2 : size - 1, behind = size - 1 - ahead;
-                for (size_t k = 0; k < times; ++k)
-                    for (int r = 1; r <= ahead; ++r) {
-                        channels[c].push_back(PortMessage{port, piece.bytes, r <= behind});
-                        if (r <= behind) channels[c].push_back(PortMessage{opposite(port), piece.bytes});
-                    }
-            };
-            auto add_block_slice = [&](double m) {
-                const double q2 = messages(m, static_cast<double>(chunk));
-                const bool packed = a > 1 && torus2d_packs(static_cast<size_t>(std::llround(m)), b, chunk);
-                const double q1 = packed ? messages(b * m, static_cast<double>(chunk)) : b * q2;
-                const auto along_first = static_cast<size_t>(q1) * static_cast<size_t>(a - 1);
-                const auto along_second = static_cast<size_t>(q2) * static_cast<size_t>(b - 1);
-                const PortMessage group_piece{first, q1 > 0 ? b * m * elem / q1 : 0};
-                const PortMessage block_piece{second, q2 > 0 ? m * elem / q2 : 0};
-                auto &out = channels[c];
-                if (args.collective == Collective::ReduceScatter) {
-                    out.insert(out.end(), along_first, group_piece);
-                    out.insert(out.end(), along_second, block_piece);
-                } else {
-                    out.insert(out.end(), along_second, block_piece);
-                    out.insert(out.end(), along_first, group_piece);
-                }
-            };
             auto add_slice = [&](double elems) {
                 if (block_wise) {
-                    add_block_slice(elems);
+                    add_block_slice(args.collective, elems, elem, a, b, chunk, first, second, channels[c]);
                     return;
                 }
                 const size_t row_slices = smallest_divisor_at_least(b, messages(elems, static_cast<double>(a) * chunk));
-                const PortMessage row_piece{first, elems * elem / static_cast<double>(row_slices * static_cast<size_t>(a))};
-                const PortMessage column_piece{second, elems * elem / p};
+                const double row_piece = elems * elem / static_cast<double>(row_slices * static_cast<size_t>(a));
+                const double column_piece = elems * elem / p;
                 const bool rows_both_ways = rings == Torus2dRings::BothWays;
-                ring_phase(first, a, row_slices, row_piece, rows_both_ways);           // reduce-scatter
-                ring_phase(second, b, 2, column_piece, rings != Torus2dRings::OneWay); // allreduce
-                ring_phase(first, a, row_slices, row_piece, rows_both_ways);           // allgather
+                add_ring_phase(first, a, row_slices, row_piece, rows_both_ways, channels[c]); // reduce-scatter
+                add_ring_phase(second, b, 2, column_piece, rings != Torus2dRings::OneWay, channels[c]); // allreduce
+                add_ring_phase(first, a, row_slices, row_piece, rows_both_ways, channels[c]); // allgather
             };
             if (ch.lead > 0) add_slice(static_cast<double>(ch.lead));
             if (full[c] == 0) continue;
