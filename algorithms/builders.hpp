@@ -36,13 +36,15 @@ Schedule build_halving_doubling(const CollectiveArgs &args);
 // of two, `dims` are its dimensions (those larger than 1) and rank_at the
 // rank at each torus index (first dimension fastest); without dims the
 // ranks are one ring in rank order, folded to a power of two. `channels`
-// channels (2 per dimension, or 1 on the host), each a piece of the data.
-// Allreduce (bandwidth- or latency-optimal), reduce-scatter and allgather
-// (bandwidth-optimal only); other collectives get no channels.
+// channels (2 per dimension, or 1 on the host, times `lanes` channels per
+// pairing), each a piece of the data. Allreduce (bandwidth- or
+// latency-optimal), reduce-scatter and allgather (bandwidth-optimal only);
+// other collectives get no channels.
 struct SwingShape {
     std::vector<int> dims;
     std::vector<int> rank_at;
     int channels = 2;
+    int lanes = 1;
 };
 SwingShape swing_shape(const Topology &topology, int nranks);
 Schedule build_swing(const CollectiveArgs &args, const SwingShape &shape, bool latency_optimal);

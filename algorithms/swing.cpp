@@ -255,8 +255,10 @@ constexpr int kSwingLanes = 3;
 
 SwingShape bandwidth_shape(const Topology &t, int nranks, Collective collective) {
     SwingShape shape = swing_shape(t, nranks);
-    if (t.machine().shape() != Shape::Flat && shape.dims.size() >= 2 && collective == Collective::Allreduce)
+    if (t.machine().shape() != Shape::Flat && shape.dims.size() >= 2 && collective == Collective::Allreduce) {
+        shape.lanes = kSwingLanes;
         shape.channels *= kSwingLanes;
+    }
     return shape;
 }
 
@@ -339,8 +341,7 @@ double predict_swing(const CollectiveArgs &args, const Topology &t, const CostIn
     const std::shared_ptr<const SwingStepCosts> steps = swing_step_costs(args, t, shape, latency_optimal);
     // Channels per pairing: beside a channel waiting out a step's latency
     // or reducing, the others' messages keep the links busy.
-    const double lanes =
-        latency_optimal || host ? 1.0 : static_cast<double>(shape.channels) / swing_shape(t, p).channels;
+    const double lanes = shape.lanes;
     // On the host every message's α is the rank's work. On a machine a
     // round's messages stream behind the first (its route's latency, its
     // own transfer and its reduction), kSwingSendsAhead + 1 in flight per

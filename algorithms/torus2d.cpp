@@ -478,21 +478,20 @@ double predict_rings_us(const CollectiveArgs &args, const Topology &t, const Cos
 }
 
 // Allreduce's rings as the model has them fastest (ties to the fewer ways
-// round); reduce-scatter and allgather run theirs one way.
-Torus2dRings fastest_rings(const CollectiveArgs &args, const Topology &t) {
-    Torus2dRings best = Torus2dRings::OneWay;
-    double best_us = predict_rings_us(args, t, CostInputs(), best);
+// round), and their time; reduce-scatter and allgather run theirs one way.
+std::pair<Torus2dRings, double> fastest_rings(const CollectiveArgs &args, const Topology &t,
+                                              const CostInputs &inputs) {
+    std::pair<Torus2dRings, double> best{Torus2dRings::OneWay, predict_rings_us(args, t, inputs, Torus2dRings::OneWay)};
     if (args.collective == Collective::Allreduce)
         for (Torus2dRings rings : {Torus2dRings::ColumnsBothWays, Torus2dRings::BothWays}) {
-            const double rings_us = predict_rings_us(args, t, CostInputs(), rings);
-            if (rings_us < best_us) best = rings, best_us = rings_us;
+            const double rings_us = predict_rings_us(args, t, inputs, rings);
+            if (rings_us < best.second) best = {rings, rings_us};
         }
     return best;
 }
 
 double predict_torus2d_us(const CollectiveArgs &args, const Topology &t, const CostInputs &inputs) {
-    const Torus2dRings rings = fastest_rings(args, t);
-    return predict_rings_us(args, t, inputs, rings);
+    return fastest_rings(args, t, inputs).second;
 }
 
 bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_not) {
@@ -508,7 +507,8 @@ bool applies_on(const CollectiveArgs &args, const Topology &t, std::string *why_
 
 Schedule build_on(const CollectiveArgs &args, const Topology &t) {
     const RankGrid *grid = t.torus();
-    return build_torus2d(args, grid->x, grid->y, grid->rank_at, fastest_rings(args, t));
+    // Off the host, where the torus is, no figure of CostInputs enters a prediction.
+    return build_torus2d(args, grid->x, grid->y, grid->rank_at, fastest_rings(args, t, CostInputs()).first);
 }
 
 int channels_on(const Topology &t) { return t.torus() != nullptr ? static_cast<int>(kTorus2dChannels) : 0; }
